@@ -1,0 +1,26 @@
+/** The `podmin-agent` program: its command list. */
+
+import type { Command, Program } from "../core/cli_kit.ts";
+import { VERSION } from "../core/version.ts";
+
+const version: Command = {
+  name: "version",
+  summary: "print the agent version",
+  help: "Usage: podmin-agent version\n\nPrints the version of this podmin-agent binary.",
+  options: {},
+  run(ctx) {
+    ctx.out(
+      `podmin-agent ${VERSION} (deno ${Deno.version.deno}, ${Deno.build.os}/${Deno.build.arch})`,
+    );
+    return Promise.resolve();
+  },
+};
+
+/** Builds the `podmin-agent` program. */
+export function programOf(): Program {
+  return {
+    name: "podmin-agent",
+    description: "podmin-agent: converges this VM to the desired state in the cluster bucket.",
+    commands: [version],
+  };
+}

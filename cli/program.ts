@@ -1,0 +1,24 @@
+/** The `podmin` program: its command list. */
+
+import type { Command, Program } from "../core/cli_kit.ts";
+import { VERSION } from "../core/version.ts";
+
+const version: Command = {
+  name: "version",
+  summary: "print the Podmin version",
+  help: "Usage: podmin version\n\nPrints the version of this podmin binary.",
+  options: {},
+  run(ctx) {
+    ctx.out(`podmin ${VERSION} (deno ${Deno.version.deno}, ${Deno.build.os}/${Deno.build.arch})`);
+    return Promise.resolve();
+  },
+};
+
+/** Builds the `podmin` program. */
+export function programOf(): Program {
+  return {
+    name: "podmin",
+    description: "podmin: run containers on AWS VMs with an S3 bucket as the control plane.",
+    commands: [version],
+  };
+}

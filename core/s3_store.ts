@@ -1,0 +1,369 @@
+/**
+ * The object store over AWS S3 (and moto, which speaks the same wire protocol).
+ *
+ * Conditional writes use S3's `If-Match` / `If-None-Match: *`; large objects
+ * are uploaded multipart and verified (sha256, size) before the upload is
+ * completed, so a mismatching upload never becomes visible.
+ */
+
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from "@aws-sdk/client-s3";
+import { Sha256Counter } from "./digest.ts";
+import {
+  DigestMismatchError,
+  NotFoundError,
+  PermanentStoreError,
+  PreconditionFailedError,
+  StoreError,
+  UnavailableError,
+  UsageError,
+} from "./errors.ts";
+import type {
+  ByteRange,
+  GetResult,
+  ObjectInfo,
+  ObjectStore,
+  PutOptions,
+  PutStreamOptions,
+  PutStreamResult,
+  StreamResult,
+} from "./object_store.ts";
+import { DEFAULT_RETRY, type RetryPolicy, withRetry } from "./retry.ts";
+
+/** Multipart part size; S3's minimum for all but the last part is 5 MiB. */
+export const PART_BYTES = 8 * 1024 * 1024;
+const PARTS_IN_FLIGHT = 3;
+
+/** Options of `S3Store`. */
+export interface S3StoreOptions {
+  bucket: string;
+  region: string;
+  /** Custom endpoint; defaults to `AWS_ENDPOINT_URL`, else AWS's dual-stack endpoint. */
+  endpoint?: string;
+  retry?: RetryPolicy;
+  /** Per-request timeout in milliseconds (default 30 s). */
+  requestTimeoutMs?: number;
+}
+
+/** Object store over one S3 bucket. */
+export class S3Store implements ObjectStore {
+  readonly url: string;
+  readonly bucket: string;
+  readonly client: S3Client;
+  readonly #retry: RetryPolicy;
+
+  constructor(options: S3StoreOptions) {
+    this.bucket = options.bucket;
+    this.url = `s3://${options.bucket}`;
+    this.#retry = options.retry ?? DEFAULT_RETRY;
+    const endpoint = options.endpoint ?? Deno.env.get("AWS_ENDPOINT_URL") ?? undefined;
+    this.client = new S3Client({
+      region: options.region,
+      endpoint,
+      forcePathStyle: endpoint !== undefined,
+      useDualstackEndpoint: endpoint === undefined,
+      maxAttempts: 1, // retries are ours: bounded, jittered, transient errors only
+      requestHandler: { requestTimeout: options.requestTimeoutMs ?? 30_000 },
+    });
+  }
+
+  async get(key: string, options: { ifNoneMatch?: string } = {}): Promise<GetResult> {
+    return await this.#retrying(key, async () => {
+      try {
+        const out = await this.client.send(
+          new GetObjectCommand({ Bucket: this.bucket, Key: key, IfNoneMatch: options.ifNoneMatch }),
+        );
+        const body = await out.Body!.transformToByteArray();
+        return {
+          notModified: false as const,
+          body,
+          info: {
+            key,
+            etag: out.ETag ?? "",
+            size: out.ContentLength ?? body.byteLength,
+            contentType: out.ContentType,
+            lastModified: out.LastModified,
+          },
+        };
+      } catch (err) {
+        if (httpStatus(err) === 304) {
+          return { notModified: true as const, etag: options.ifNoneMatch! };
+        }
+        throw err;
+      }
+    });
+  }
+
+  async head(key: string): Promise<ObjectInfo> {
+    return await this.#retrying(key, async () => {
+      const out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+      return {
+        key,
+        etag: out.ETag ?? "",
+        size: out.ContentLength ?? 0,
+        contentType: out.ContentType,
+        lastModified: out.LastModified,
+      };
+    });
+  }
+
+  async put(key: string, body: Uint8Array, options: PutOptions = {}): Promise<{ etag: string }> {
+    if (options.ifMatch !== undefined && options.ifNoneMatch !== undefined) {
+      throw new UsageError("put: ifMatch and ifNoneMatch are mutually exclusive");
+    }
+    return await this.#retrying(key, async () => {
+      const out = await this.client.send(
+        new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Body: body,
+          ContentType: options.contentType,
+          IfMatch: options.ifMatch,
+          IfNoneMatch: options.ifNoneMatch,
+        }),
+      );
+      return { etag: out.ETag ?? "" };
+    }).catch((err) => {
+      // S3 answers If-Match on an absent key with 404: to a CAS loop that is a lost race.
+      if (err instanceof NotFoundError && options.ifMatch !== undefined) {
+        throw new PreconditionFailedError(`${key} does not exist (If-Match ${options.ifMatch})`, {
+          key,
+          cause: err,
+        });
+      }
+      throw err;
+    });
+  }
+
+  async putStream(
+    key: string,
+    body: ReadableStream<Uint8Array>,
+    options: PutStreamOptions = {},
+  ): Promise<PutStreamResult> {
+    const hash = new Sha256Counter();
+    const reader = body.getReader();
+    // Read the first part; small objects go up in one PUT.
+    const first = await readPart(reader, hash, options);
+    if (first.done) {
+      verify(hash, options, key);
+      const { etag } = await this.put(key, first.data, { contentType: options.contentType });
+      return { etag, sha256: hash.hex(), size: hash.bytes };
+    }
+    const { UploadId } = await this.#retrying(key, () =>
+      this.client.send(
+        new CreateMultipartUploadCommand({
+          Bucket: this.bucket,
+          Key: key,
+          ContentType: options.contentType,
+        }),
+      ));
+    const uploadId = UploadId!;
+    try {
+      const parts: { ETag: string; PartNumber: number }[] = [];
+      const inFlight = new Set<Promise<void>>();
+      let next: { data: Uint8Array; done: boolean } = first;
+      let partNumber = 1;
+      for (;;) {
+        const n = partNumber++;
+        const data = next.data;
+        const p = this.#retrying(key, () =>
+          this.client.send(
+            new UploadPartCommand({
+              Bucket: this.bucket,
+              Key: key,
+              UploadId: uploadId,
+              PartNumber: n,
+              Body: data,
+            }),
+          )).then((out) => {
+            parts.push({ ETag: out.ETag!, PartNumber: n });
+          });
+        inFlight.add(p);
+        p.finally(() => inFlight.delete(p)).catch(() => {});
+        if (inFlight.size >= PARTS_IN_FLIGHT) await Promise.race(inFlight);
+        if (next.done) break;
+        next = await readPart(reader, hash, options);
+        if (next.data.byteLength === 0 && next.done) break;
+      }
+      await Promise.all(inFlight);
+      verify(hash, options, key);
+      parts.sort((a, b) => a.PartNumber - b.PartNumber);
+      const out = await this.#retrying(key, () =>
+        this.client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket: this.bucket,
+            Key: key,
+            UploadId: uploadId,
+            MultipartUpload: { Parts: parts },
+          }),
+        ));
+      return { etag: out.ETag ?? "", sha256: hash.hex(), size: hash.bytes };
+    } catch (err) {
+      await reader.cancel().catch(() => {});
+      await this.client.send(
+        new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }),
+      ).catch(() => {});
+      throw err instanceof StoreError ? err : classify(err, key, this.url);
+    }
+  }
+
+  async getStream(key: string, options: { range?: ByteRange } = {}): Promise<StreamResult> {
+    const range = options.range ? `bytes=${options.range.start}-${options.range.end ?? ""}` : "";
+    return await this.#retrying(key, async () => {
+      const out = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range || undefined }),
+      );
+      const total = out.ContentRange ? Number(out.ContentRange.split("/")[1]) : out.ContentLength;
+      return {
+        info: {
+          key,
+          etag: out.ETag ?? "",
+          size: total ?? 0,
+          contentType: out.ContentType,
+          lastModified: out.LastModified,
+        },
+        body: out.Body!.transformToWebStream() as ReadableStream<Uint8Array>,
+      };
+    });
+  }
+
+  async delete(key: string, options: { ifMatch?: string } = {}): Promise<void> {
+    await this.#retrying(key, async () => {
+      await this.client.send(
+        new DeleteObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: options.ifMatch }),
+      );
+    });
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    let token: string | undefined;
+    do {
+      const out = await this.#retrying(prefix, () =>
+        this.client.send(
+          new ListObjectsV2Command({
+            Bucket: this.bucket,
+            Prefix: prefix,
+            ContinuationToken: token,
+          }),
+        ));
+      for (const o of out.Contents ?? []) {
+        yield {
+          key: o.Key!,
+          etag: o.ETag ?? "",
+          size: o.Size ?? 0,
+          lastModified: o.LastModified,
+        };
+      }
+      token = out.IsTruncated ? out.NextContinuationToken : undefined;
+    } while (token);
+  }
+
+  #retrying<T>(key: string, op: () => Promise<T>): Promise<T> {
+    return withRetry(async () => {
+      try {
+        return await op();
+      } catch (err) {
+        throw classify(err, key, this.url);
+      }
+    }, { policy: this.#retry });
+  }
+}
+
+/** Reads up to one part of data (PART_BYTES) from the reader. */
+async function readPart(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  hash: Sha256Counter,
+  options: PutStreamOptions,
+): Promise<{ data: Uint8Array; done: boolean }> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (size < PART_BYTES) {
+    const { value, done } = await reader.read();
+    if (done) return { data: concat(chunks, size), done: true };
+    chunks.push(value);
+    size += value.byteLength;
+    hash.update(value);
+    options.onProgress?.(hash.bytes);
+  }
+  return { data: concat(chunks, size), done: false };
+}
+
+function concat(chunks: Uint8Array[], size: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0];
+  const out = new Uint8Array(size);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.byteLength;
+  }
+  return out;
+}
+
+function verify(hash: Sha256Counter, options: PutStreamOptions, key: string): void {
+  if (options.size !== undefined && options.size !== hash.bytes) {
+    throw new DigestMismatchError(`${key}: ${hash.bytes} bytes, expected ${options.size}`, {
+      key,
+    });
+  }
+  if (options.sha256 !== undefined) {
+    const actual = hash.hex();
+    if (actual !== options.sha256) {
+      throw new DigestMismatchError(`${key}: sha256 ${actual}, expected ${options.sha256}`, {
+        key,
+      });
+    }
+  }
+}
+
+function httpStatus(err: unknown): number | undefined {
+  return (err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
+}
+
+/** Maps an AWS SDK error to Podmin's typed store errors. */
+export function classify(err: unknown, key: string, url: string): StoreError {
+  if (err instanceof StoreError) return err;
+  const status = httpStatus(err);
+  const name = (err as { name?: string })?.name ?? "";
+  const message = err instanceof Error ? err.message : String(err);
+  if (status === 404 || name === "NoSuchKey" || name === "NotFound") {
+    if (name === "NoSuchBucket") {
+      return new PermanentStoreError(`bucket of ${url} does not exist`, {
+        key,
+        cause: err,
+        hint: "check --bucket, or create the cluster with `podmin setup`",
+      });
+    }
+    return new NotFoundError(`${key} not found in ${url}`, { key, cause: err });
+  }
+  if (status === 412 || status === 409 || name === "PreconditionFailed") {
+    return new PreconditionFailedError(`${key}: conditional write lost (${name || status})`, {
+      key,
+      cause: err,
+    });
+  }
+  if (status === undefined || status >= 500 || status === 429 || name === "SlowDown") {
+    return new UnavailableError(`${url} unavailable: ${message}`, {
+      key,
+      cause: err,
+      hint: "the bucket endpoint could not be reached; check network and AWS_ENDPOINT_URL",
+    });
+  }
+  if (status === 403) {
+    return new PermanentStoreError(`access denied to ${key} in ${url}`, {
+      key,
+      cause: err,
+      hint: "check the credentials and the IAM policy for this prefix",
+    });
+  }
+  return new PermanentStoreError(`${url}: ${name || status}: ${message}`, { key, cause: err });
+}

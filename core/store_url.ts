@@ -1,0 +1,40 @@
+/** Opens the object store a `--bucket` URL names: `s3://NAME` or `file:///path`. */
+
+import * as path from "node:path";
+import { UsageError } from "./errors.ts";
+import { FsStore } from "./fs_store.ts";
+import type { ObjectStore } from "./object_store.ts";
+import { S3Store } from "./s3_store.ts";
+
+/** Options of `openStore`. */
+export interface OpenStoreOptions {
+  /** AWS region for s3:// (default: AWS_REGION, AWS_DEFAULT_REGION, then us-east-1). */
+  region?: string;
+}
+
+const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+/** The region to use when none is given. */
+export function defaultRegion(): string {
+  return Deno.env.get("AWS_REGION") ?? Deno.env.get("AWS_DEFAULT_REGION") ?? "us-east-1";
+}
+
+/** Parses a store URL and opens the store. */
+export function openStore(url: string, options: OpenStoreOptions = {}): ObjectStore {
+  const hint = "use --bucket s3://BUCKET-NAME or --bucket file:///absolute/path";
+  if (url.startsWith("s3://")) {
+    const bucket = url.slice("s3://".length).replace(/\/$/, "");
+    if (!BUCKET_NAME.test(bucket)) {
+      throw new UsageError(`invalid S3 bucket name ${JSON.stringify(bucket)}`, { hint });
+    }
+    return new S3Store({ bucket, region: options.region ?? defaultRegion() });
+  }
+  if (url.startsWith("file://")) {
+    const p = decodeURIComponent(url.slice("file://".length));
+    if (!path.isAbsolute(p)) {
+      throw new UsageError(`file store path must be absolute: ${JSON.stringify(url)}`, { hint });
+    }
+    return new FsStore({ root: p });
+  }
+  throw new UsageError(`unsupported bucket URL ${JSON.stringify(url)}`, { hint });
+}

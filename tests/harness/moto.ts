@@ -1,0 +1,101 @@
+/**
+ * A moto server for the test suite: started once per test process on a free
+ * loopback port, reset between tests, configured through AWS_ENDPOINT_URL.
+ */
+
+import * as net from "node:net";
+import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+
+/** A running moto server. */
+export interface Moto {
+  endpoint: string;
+  port: number;
+  /** Wipes every resource (POST /moto-api/reset). */
+  reset(): Promise<void>;
+  /** Creates a bucket and returns its name. */
+  createBucket(name?: string): Promise<string>;
+  /** Stops the server (for outage tests); `start()` brings it back on the same port. */
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+let shared: Promise<Moto> | undefined;
+
+/** Returns the suite's moto server, starting it on first use. */
+export function moto(): Promise<Moto> {
+  shared ??= startMoto();
+  return shared;
+}
+
+/** A free TCP port on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function startMoto(): Promise<Moto> {
+  const port = await freePort();
+  const endpoint = `http://127.0.0.1:${port}`;
+  let child: Deno.ChildProcess | undefined;
+
+  const start = async () => {
+    child = new Deno.Command("python3", {
+      args: ["-m", "moto.server", "-H", "127.0.0.1", "-p", String(port)],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    child.unref();
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        const res = await fetch(`${endpoint}/moto-api/`);
+        await res.body?.cancel();
+        if (res.ok) return;
+      } catch { /* not up yet */ }
+      if (Date.now() > deadline) throw new Error(`moto did not start on ${endpoint}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const stop = async () => {
+    if (!child) return;
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+    await child.status;
+    child = undefined;
+  };
+  await start();
+  globalThis.addEventListener("unload", () => {
+    try {
+      child?.kill("SIGKILL");
+    } catch { /* gone */ }
+  });
+
+  Deno.env.set("AWS_ENDPOINT_URL", endpoint);
+  Deno.env.set("AWS_ACCESS_KEY_ID", "testing");
+  Deno.env.set("AWS_SECRET_ACCESS_KEY", "testing");
+  Deno.env.set("AWS_REGION", "us-east-1");
+  const s3 = new S3Client({ region: "us-east-1", endpoint, forcePathStyle: true });
+  let counter = 0;
+  return {
+    endpoint,
+    port,
+    async reset() {
+      const res = await fetch(`${endpoint}/moto-api/reset`, { method: "POST" });
+      await res.body?.cancel();
+    },
+    async createBucket(name?: string) {
+      const bucket = name ?? `podmin-test-${Date.now().toString(36)}-${counter++}`;
+      await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+      return bucket;
+    },
+    stop,
+    start,
+  };
+}
