@@ -2,6 +2,7 @@
 
 import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
+import { runCommands } from "./run_command.ts";
 
 const version: Command = {
   name: "version",
@@ -21,6 +22,7 @@ export function programOf(): Program {
   return {
     name: "podmin-agent",
     description: "podmin-agent: converges this VM to the desired state in the cluster bucket.",
-    commands: [version],
+    commands: [...runCommands, version],
+    defaultCommand: "run",
   };
 }

@@ -2,6 +2,7 @@
 
 import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
+import { deployCommands } from "./deploy_commands.ts";
 
 const version: Command = {
   name: "version",
@@ -19,6 +20,6 @@ export function programOf(): Program {
   return {
     name: "podmin",
     description: "podmin: run containers on AWS VMs with an S3 bucket as the control plane.",
-    commands: [version],
+    commands: [...deployCommands, version],
   };
 }

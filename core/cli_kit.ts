@@ -55,6 +55,8 @@ export interface Program {
   name: string;
   description: string;
   commands: Command[];
+  /** Command run when argv names none but has flags (e.g. a systemd unit's flag list). */
+  defaultCommand?: string;
 }
 
 function programHelp(p: Program): string {
@@ -99,7 +101,12 @@ export async function runProgram(
   const err = io.err ?? ((l: string) => console.error(l));
   const debug = argv.includes("--debug");
   try {
-    const { name, rest } = findCommand(argv);
+    const found = findCommand(argv);
+    const wantsHelp = found.rest.includes("--help") || found.rest.includes("-h");
+    const { name, rest } = found.name === undefined && program.defaultCommand && argv.length &&
+        !wantsHelp
+      ? { name: program.defaultCommand, rest: found.rest }
+      : found;
     if (name === undefined || name === "help") {
       if (name === undefined && !rest.includes("--help") && !rest.includes("-h")) {
         err(programHelp(program));

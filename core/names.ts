@@ -9,7 +9,7 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const OCI_COMPONENT = /^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$/;
 const OCI_TAG = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
-const REGISTRY_HOST = /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?$/;
+const REGISTRY_HOST = /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$/;
 const VALUE_KEY = /^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$/;
 
 /** The reserved namespace of Podmin's own parameters; never a Kubernetes namespace. */
@@ -107,7 +107,7 @@ export function checkTag(value: unknown): string {
 /** An upstream registry host, optionally with a port (`registry.k8s.io`, `localhost:5000`). */
 export function checkRegistryHost(value: unknown): string {
   if (typeof value !== "string" || value.length > 253 || !REGISTRY_HOST.test(value)) {
-    fail("registry host", value, "expected HOST or HOST:PORT");
+    fail("registry host", value, "expected a lower-case HOST or HOST:PORT");
   }
   return value;
 }

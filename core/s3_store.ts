@@ -242,6 +242,15 @@ export class S3Store implements ObjectStore {
       await this.client.send(
         new DeleteObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: options.ifMatch }),
       );
+    }).catch((err) => {
+      // As for put: If-Match on an absent key is a lost race, not a missing object.
+      if (err instanceof NotFoundError && options.ifMatch !== undefined) {
+        throw new PreconditionFailedError(`${key} does not exist (If-Match ${options.ifMatch})`, {
+          key,
+          cause: err,
+        });
+      }
+      throw err;
     });
   }
 
@@ -349,6 +358,14 @@ export function classify(err: unknown, key: string, url: string): StoreError {
     return new PreconditionFailedError(`${key}: conditional write lost (${name || status})`, {
       key,
       cause: err,
+    });
+  }
+  if (name === "CredentialsProviderError") {
+    return new PermanentStoreError(`no AWS credentials for ${url}: ${message}`, {
+      key,
+      cause: err,
+      hint:
+        "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run with an instance role",
     });
   }
   if (status === undefined || status >= 500 || status === 429 || name === "SlowDown") {

@@ -36,5 +36,9 @@ export function openStore(url: string, options: OpenStoreOptions = {}): ObjectSt
     }
     return new FsStore({ root: p });
   }
+  if (BUCKET_NAME.test(url)) {
+    // A bare bucket name, as the agent's systemd unit passes it.
+    return new S3Store({ bucket: url, region: options.region ?? defaultRegion() });
+  }
   throw new UsageError(`unsupported bucket URL ${JSON.stringify(url)}`, { hint });
 }

@@ -194,6 +194,7 @@ for (const backend of backends) {
     await store.delete("d", { ifMatch: etag });
     assert.equal(await getIfExists(store, "d"), undefined);
     await store.delete("d"); // absent: no error
+    await assert.rejects(store.delete("d", { ifMatch: etag }), PreconditionFailedError);
   });
 
   t("list by prefix returns keys in order", async (store) => {

@@ -5,6 +5,12 @@
 
 import * as net from "node:net";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { DeleteParameterCommand, PutParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
+import {
+  CreateSecretCommand,
+  PutSecretValueCommand,
+  SecretsManagerClient,
+} from "@aws-sdk/client-secrets-manager";
 
 /** A running moto server. */
 export interface Moto {
@@ -98,4 +104,31 @@ async function startMoto(): Promise<Moto> {
     stop,
     start,
   };
+}
+
+/** Sets an SSM SecureString parameter on the suite's moto server. */
+export async function putParameter(name: string, value: string): Promise<void> {
+  const m = await moto();
+  const ssm = new SSMClient({ region: "us-east-1", endpoint: m.endpoint });
+  await ssm.send(
+    new PutParameterCommand({ Name: name, Value: value, Type: "SecureString", Overwrite: true }),
+  );
+}
+
+/** Deletes an SSM parameter on the suite's moto server. */
+export async function deleteParameter(name: string): Promise<void> {
+  const m = await moto();
+  const ssm = new SSMClient({ region: "us-east-1", endpoint: m.endpoint });
+  await ssm.send(new DeleteParameterCommand({ Name: name }));
+}
+
+/** Creates a Secrets Manager secret (string) on the suite's moto server. */
+export async function putSecret(name: string, value: string): Promise<void> {
+  const m = await moto();
+  const sm = new SecretsManagerClient({ region: "us-east-1", endpoint: m.endpoint });
+  try {
+    await sm.send(new CreateSecretCommand({ Name: name, SecretString: value }));
+  } catch {
+    await sm.send(new PutSecretValueCommand({ SecretId: name, SecretString: value }));
+  }
 }

@@ -1,0 +1,200 @@
+/**
+ * The deployments loop: converges the static Pod directory to this
+ * NodeGroup's Deployments in `deployments/index.json`.
+ *
+ * Input: the index (polled with If-None-Match) and the specs it references
+ * (fetched once per digest, verified). Effect: owned manifest files, value
+ * directories (through `SecretsSync`), and the status file.
+ *
+ * Failure rules: a failed or invalid read never removes or rewrites anything
+ * it concerns; a Deployment whose spec cannot be read keeps its current file;
+ * a Deployment whose declared values were never fetched is not written.
+ */
+
+import { DEPLOYMENT_INDEX } from "../core/bucket_layout.ts";
+import {
+  type DeploymentEntry,
+  type DeploymentIndex,
+  emptyDeploymentIndex,
+  parseDeploymentIndex,
+} from "../core/deployment_index.ts";
+import { NotFoundError, PodminError, UnavailableError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { ObjectStore } from "../core/object_store.ts";
+import type { Deployment } from "../core/resources.ts";
+import { readSpec } from "../core/spec_objects.ts";
+import { ManifestDir } from "./manifest_dir.ts";
+import type { SecretsSync } from "./secrets_sync.ts";
+import { manifestBytes, manifestFileName, renderStaticPod } from "./static_pod.ts";
+import type { AgentStatus } from "./status.ts";
+
+/** Options of `DeploymentsLoop`. */
+export interface DeploymentsLoopOptions {
+  store: ObjectStore;
+  nodeGroup: string;
+  manifestDir: string;
+  secretsDir: string;
+  tlsDir: string;
+  secrets: SecretsSync;
+  log: Logger;
+}
+
+/** The outcome of one pass. */
+export interface PassResult {
+  status: AgentStatus;
+  /** True when the bucket could not be reached (the caller backs off). */
+  unavailable: boolean;
+}
+
+/** One agent's deployments loop; call `pass()` repeatedly. */
+export class DeploymentsLoop {
+  readonly #o: DeploymentsLoopOptions;
+  readonly #dir: ManifestDir;
+  #etag?: string;
+  #index?: DeploymentIndex;
+  #indexError?: string;
+  #lastSync?: string;
+  readonly #specs = new Map<string, Deployment>();
+  #reported = "";
+
+  constructor(options: DeploymentsLoopOptions) {
+    this.#o = options;
+    this.#dir = new ManifestDir(options.manifestDir);
+  }
+
+  /** One full reconciliation pass. Never throws for bucket or provider failures. */
+  async pass(): Promise<PassResult> {
+    const errors: string[] = [];
+    const pending: AgentStatus["pending"] = [];
+    let unavailable = false;
+
+    // 1. The index: a not-modified GET when nothing changed.
+    try {
+      const res = await this.#o.store.get(DEPLOYMENT_INDEX, { ifNoneMatch: this.#etag });
+      if (!res.notModified) {
+        this.#etag = res.info.etag;
+        try {
+          this.#index = parseDeploymentIndex(res.body);
+          this.#indexError = undefined;
+        } catch (err) {
+          this.#indexError = `rejected ${DEPLOYMENT_INDEX} (keeping the last good state): ${
+            (err as Error).message
+          }`;
+        }
+      }
+    } catch (err) {
+      if (err instanceof NotFoundError) {
+        this.#etag = undefined;
+        this.#index = emptyDeploymentIndex();
+        this.#indexError = undefined;
+      } else {
+        unavailable = err instanceof UnavailableError;
+        errors.push(`reading ${DEPLOYMENT_INDEX}: ${(err as Error).message}`);
+      }
+    }
+    if (this.#indexError) errors.push(this.#indexError);
+    if (!this.#index || unavailable || (errors.length && !this.#indexError)) {
+      // No trustworthy desired state this pass: leave the node as it is.
+      return { status: await this.#finish(errors, pending, []), unavailable };
+    }
+    if (!this.#indexError) this.#lastSync = new Date().toISOString();
+
+    // 2. This NodeGroup's entries and their specs (fetched once per digest).
+    const mine = this.#index.deployments.filter((e) => e.nodeGroup === this.#o.nodeGroup);
+    const keep = new Set<string>();
+    const keepRefs = new Set<string>();
+    const ready: { entry: DeploymentEntry; deployment: Deployment }[] = [];
+    for (const entry of mine) {
+      const ref = `${entry.namespace}/${entry.name}`;
+      try {
+        ready.push({ entry, deployment: await this.#spec(entry) });
+      } catch (err) {
+        if (err instanceof UnavailableError) unavailable = true;
+        keep.add(manifestFileName(entry.namespace, entry.name));
+        keepRefs.add(ref);
+        pending.push({ deployment: ref, reason: (err as Error).message });
+        errors.push(`${ref}: ${(err as Error).message}`);
+      }
+    }
+
+    // 3. Provider values; a Deployment is written only once its values exist.
+    const secrets = await this.#o.secrets.sync(ready.map((r) => r.deployment), keepRefs);
+    errors.push(...secrets.errors);
+
+    // 4. Render and converge the directory.
+    const desired = new Map<string, Uint8Array>();
+    for (const { entry, deployment } of ready) {
+      const ref = `${entry.namespace}/${entry.name}`;
+      const file = manifestFileName(entry.namespace, entry.name);
+      if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
+        keep.add(file);
+        pending.push({ deployment: ref, reason: "declared values not fetched yet" });
+        continue;
+      }
+      const pod = renderStaticPod({
+        deployment,
+        specRef: entry.spec,
+        secretsDir: this.#o.secretsDir,
+        tlsDir: this.#o.tlsDir,
+      });
+      desired.set(file, manifestBytes(pod));
+    }
+    try {
+      const changes = await this.#dir.converge(desired, keep);
+      for (const f of changes.written) this.#o.log.info("manifest written", { file: f });
+      for (const f of changes.removed) this.#o.log.info("manifest removed", { file: f });
+    } catch (err) {
+      errors.push(`writing ${this.#o.manifestDir}: ${(err as Error).message}`);
+    }
+    return {
+      status: await this.#finish(errors, pending, mine.map((e) => `${e.namespace}/${e.name}`)),
+      unavailable,
+    };
+  }
+
+  async #spec(entry: DeploymentEntry): Promise<Deployment> {
+    const cached = this.#specs.get(entry.spec);
+    if (cached) return cached;
+    const d = await readSpec(this.#o.store, "Deployment", entry.spec);
+    if (
+      d.metadata.namespace !== entry.namespace || d.metadata.name !== entry.name ||
+      d.spec.nodeGroup !== entry.nodeGroup
+    ) {
+      throw new PodminError(
+        `spec ${entry.spec} does not describe ${entry.namespace}/${entry.name}`,
+      );
+    }
+    this.#specs.set(entry.spec, d);
+    // Keep the cache to the digests the index references.
+    const live = new Set(this.#index?.deployments.map((e) => e.spec));
+    for (const k of this.#specs.keys()) if (!live.has(k)) this.#specs.delete(k);
+    return d;
+  }
+
+  async #finish(
+    errors: string[],
+    pending: AgentStatus["pending"],
+    desired: string[],
+  ): Promise<AgentStatus> {
+    const report = errors.join("\n");
+    if (report !== this.#reported) {
+      if (report) this.#o.log.error("not converged", { errors });
+      else this.#o.log.info("converged", { generation: this.#index?.generation });
+      this.#reported = report;
+    }
+    const onDisk = [...(await this.#dir.readOwned().catch(() => new Map())).keys()];
+    return {
+      nodeGroup: this.#o.nodeGroup,
+      bucket: this.#o.store.url,
+      lastSync: this.#lastSync,
+      lastAttempt: new Date().toISOString(),
+      indexGeneration: this.#index?.generation,
+      indexEtag: this.#etag,
+      desired,
+      written: onDisk.sort(),
+      pending,
+      errors,
+      converged: errors.length === 0 && pending.length === 0,
+    };
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * The kubelet static Pod directory. The agent touches only files whose name
+ * matches `podmin_<ns>_<name>.json` and whose content carries its owner
+ * annotation; writes go to a dot-file (ignored by kubelet) and are renamed.
+ */
+
+import * as path from "node:path";
+import { isOwnedManifest, MANIFEST_FILE_PATTERN } from "./static_pod.ts";
+
+/** What one convergence of the directory did. */
+export interface DirChanges {
+  written: string[];
+  removed: string[];
+  unchanged: string[];
+}
+
+/** A static Pod directory. */
+export class ManifestDir {
+  constructor(readonly dir: string) {}
+
+  /** Owned manifests currently on disk, by file name. */
+  async readOwned(): Promise<Map<string, Uint8Array>> {
+    await Deno.mkdir(this.dir, { recursive: true, mode: 0o755 });
+    const out = new Map<string, Uint8Array>();
+    for await (const e of Deno.readDir(this.dir)) {
+      if (!e.isFile || !MANIFEST_FILE_PATTERN.test(e.name)) continue;
+      const bytes = await Deno.readFile(path.join(this.dir, e.name));
+      if (isOwnedManifest(bytes)) out.set(e.name, bytes);
+    }
+    return out;
+  }
+
+  /**
+   * Makes the directory hold exactly `desired` among owned files, except the
+   * names in `keep`, which are left as they are (present or absent).
+   */
+  async converge(desired: Map<string, Uint8Array>, keep: Set<string>): Promise<DirChanges> {
+    const owned = await this.readOwned();
+    const changes: DirChanges = { written: [], removed: [], unchanged: [] };
+    for (const [name, bytes] of desired) {
+      if (!MANIFEST_FILE_PATTERN.test(name)) throw new Error(`refusing to write ${name}`);
+      const current = owned.get(name);
+      if (current && equalBytes(current, bytes)) {
+        changes.unchanged.push(name);
+        continue;
+      }
+      await this.#writeAtomic(name, bytes);
+      changes.written.push(name);
+    }
+    for (const name of owned.keys()) {
+      if (desired.has(name) || keep.has(name)) continue;
+      await Deno.remove(path.join(this.dir, name));
+      changes.removed.push(name);
+    }
+    return changes;
+  }
+
+  async #writeAtomic(name: string, bytes: Uint8Array): Promise<void> {
+    const tmp = path.join(this.dir, `.${name}.tmp`);
+    const file = await Deno.open(tmp, { write: true, create: true, truncate: true, mode: 0o644 });
+    try {
+      let off = 0;
+      while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
+      await file.sync();
+    } finally {
+      file.close();
+    }
+    await Deno.rename(tmp, path.join(this.dir, name));
+  }
+}
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}

@@ -1,0 +1,40 @@
+import assert from "node:assert/strict";
+import { ManifestDir } from "./manifest_dir.ts";
+
+const owned = (name: string) =>
+  new TextEncoder().encode(
+    JSON.stringify({ metadata: { name, annotations: { "podmin.dev/owner": "podmin-agent" } } }),
+  );
+
+Deno.test("manifest dir: writes, skips unchanged, removes only owned undesired files, honours keep", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/other.yaml`, "kind: Pod");
+    await Deno.writeTextFile(`${dir}/podmin_default_notours.json`, '{"metadata":{}}');
+    const md = new ManifestDir(dir);
+    let c = await md.converge(
+      new Map([["podmin_default_a.json", owned("a")], ["podmin_default_b.json", owned("b")]]),
+      new Set(),
+    );
+    assert.deepEqual(c.written.sort(), ["podmin_default_a.json", "podmin_default_b.json"]);
+    c = await md.converge(
+      new Map([["podmin_default_a.json", owned("a")]]),
+      new Set(["podmin_default_b.json"]),
+    );
+    assert.deepEqual(c, { written: [], removed: [], unchanged: ["podmin_default_a.json"] });
+    c = await md.converge(new Map(), new Set());
+    assert.deepEqual(c.removed.sort(), ["podmin_default_a.json", "podmin_default_b.json"]);
+    const left = (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name).sort();
+    assert.deepEqual(
+      left,
+      ["other.yaml", "podmin_default_notours.json"],
+      "no temp files left, foreign kept",
+    );
+    await assert.rejects(
+      md.converge(new Map([["../escape.json", owned("x")]]), new Set()),
+      /refusing/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -1,0 +1,115 @@
+/**
+ * The secrets loop: keeps each local Pod's declared provider values in its
+ * tmpfs directory. Values are fetched when a Deployment first appears, when
+ * its declared keys change, and every refresh interval; a provider failure
+ * keeps the last good generation.
+ */
+
+import * as path from "node:path";
+import type { Logger } from "../core/log.ts";
+import { valueName } from "../core/provider_names.ts";
+import type { Deployment } from "../core/resources.ts";
+import { podDirName } from "./static_pod.ts";
+import type { ValueProvider } from "./value_provider.ts";
+import { readGeneration, writeGeneration } from "./value_generations.ts";
+
+/** Options of `SecretsSync`. */
+export interface SecretsSyncOptions {
+  cluster: string;
+  secretsDir: string;
+  provider: ValueProvider;
+  /** Refresh interval of successfully fetched values. */
+  refreshMs: number;
+  /** Retry interval after a failed fetch. */
+  retryMs?: number;
+  log: Logger;
+}
+
+/** The outcome of one sync. */
+export interface SecretsResult {
+  /** `namespace/name` of Deployments whose current generation has every declared key. */
+  ready: Set<string>;
+  /** Problems, one line each. */
+  errors: string[];
+  /** Deployments that got a new generation in this sync. */
+  rotated: string[];
+}
+
+interface PodState {
+  keys: string;
+  nextFetch: number;
+}
+
+const DIR_PATTERN = /^[a-z0-9-]{1,63}_[a-z0-9-]{1,63}$/;
+
+/** Keeps value generations of local Deployments current. */
+export class SecretsSync {
+  readonly #o: SecretsSyncOptions;
+  readonly #state = new Map<string, PodState>();
+
+  constructor(options: SecretsSyncOptions) {
+    this.#o = options;
+  }
+
+  /**
+   * Brings every Deployment's values up to date (as far as the provider
+   * allows). Directories of other Deployments are removed, except those named
+   * in `keep` (`namespace/name` of Pods whose state is unknown this pass).
+   */
+  async sync(
+    deployments: Deployment[],
+    keep: Set<string> = new Set(),
+    now = Date.now(),
+  ): Promise<SecretsResult> {
+    const result: SecretsResult = { ready: new Set(), errors: [], rotated: [] };
+    const wanted = new Set(
+      [...keep].map((ref) => podDirName(...(ref.split("/") as [string, string]))),
+    );
+    await Deno.mkdir(this.#o.secretsDir, { recursive: true, mode: 0o700 });
+    for (const d of deployments) {
+      const secrets = d.spec.secrets ?? [];
+      if (!secrets.length) continue;
+      const { namespace, name } = d.metadata;
+      const ref = `${namespace}/${name}`;
+      const dir = path.join(this.#o.secretsDir, podDirName(namespace, name));
+      wanted.add(podDirName(namespace, name));
+      const keys = secrets.map((s) => `${s.from}:${s.key}`).join(",");
+      const st = this.#state.get(ref);
+      if (!st || st.keys !== keys || now >= st.nextFetch) {
+        try {
+          const values = new Map<string, Uint8Array>();
+          for (const s of secrets) {
+            values.set(
+              s.key,
+              await this.#o.provider.fetch(
+                s.from,
+                valueName(this.#o.cluster, namespace, name, s.key),
+              ),
+            );
+          }
+          if (await writeGeneration(dir, values)) {
+            result.rotated.push(ref);
+            this.#o.log.info("values generation swapped", { deployment: ref, keys: values.size });
+          }
+          this.#state.set(ref, { keys, nextFetch: now + this.#o.refreshMs });
+        } catch (err) {
+          result.errors.push(`values of ${ref}: ${(err as Error).message}`);
+          this.#state.set(ref, { keys, nextFetch: now + (this.#o.retryMs ?? 5_000) });
+        }
+      }
+      const current = await readGeneration(dir);
+      if (current && secrets.every((s) => current.has(s.key))) result.ready.add(ref);
+    }
+    // Remove directories of Deployments that no longer run here.
+    for await (const e of Deno.readDir(this.#o.secretsDir)) {
+      if (e.isDirectory && DIR_PATTERN.test(e.name) && !wanted.has(e.name)) {
+        await Deno.remove(path.join(this.#o.secretsDir, e.name), { recursive: true });
+      }
+    }
+    for (const ref of [...this.#state.keys()]) {
+      const [ns, n] = ref.split("/");
+      if (!wanted.has(podDirName(ns, n))) this.#state.delete(ref);
+    }
+    return result;
+  }
+}

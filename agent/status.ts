@@ -1,0 +1,47 @@
+/** The agent's status file: what `podmin-agent status` prints. */
+
+import * as path from "node:path";
+
+/** A snapshot of the deployments loop after a pass. */
+export interface AgentStatus {
+  nodeGroup: string;
+  bucket: string;
+  /** ISO time of the last pass that read a valid index. */
+  lastSync?: string;
+  lastAttempt: string;
+  /** Index generation and ETag last read. */
+  indexGeneration?: number;
+  indexEtag?: string;
+  /** `namespace/name` of Deployments of this NodeGroup in the index. */
+  desired: string[];
+  /** Manifest files on disk owned by the agent. */
+  written: string[];
+  /** Deployments not (re)written this pass, with the reason. */
+  pending: { deployment: string; reason: string }[];
+  /** Errors of the last pass; empty when converged. */
+  errors: string[];
+  converged: boolean;
+}
+
+/** The status file path under a state directory. */
+export function statusPath(stateDir: string): string {
+  return path.join(stateDir, "status.json");
+}
+
+/** Writes the status atomically. */
+export async function writeStatus(stateDir: string, status: AgentStatus): Promise<void> {
+  await Deno.mkdir(stateDir, { recursive: true, mode: 0o755 });
+  const tmp = statusPath(stateDir) + ".tmp";
+  await Deno.writeTextFile(tmp, JSON.stringify(status, null, 2) + "\n");
+  await Deno.rename(tmp, statusPath(stateDir));
+}
+
+/** Reads the status, or undefined when the agent has not written one. */
+export async function readStatus(stateDir: string): Promise<AgentStatus | undefined> {
+  try {
+    return JSON.parse(await Deno.readTextFile(statusPath(stateDir)));
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw err;
+  }
+}

@@ -1,0 +1,76 @@
+/** Reads operator resource files (YAML or JSON, several documents per file). */
+
+import { parseAllDocuments } from "yaml";
+import { UsageError, ValidationError } from "../core/errors.ts";
+import { parseResource, type Resource, resourceRef } from "../core/resources.ts";
+
+/** A resource and where it came from. */
+export interface LoadedResource {
+  resource: Resource;
+  /** `FILE: document N` */
+  where: string;
+}
+
+/** Parses the text of one file. `name` is used in error messages. */
+export function parseResourceText(text: string, name: string): LoadedResource[] {
+  const docs = parseAllDocuments(text, { prettyErrors: true, uniqueKeys: true });
+  const out: LoadedResource[] = [];
+  const problems: string[] = [];
+  docs.forEach((doc, i) => {
+    const where = `${name}: document ${i + 1}`;
+    if (doc.errors.length) {
+      problems.push(`${where}: ${doc.errors.map((e) => e.message.split("\n")[0]).join("; ")}`);
+      return;
+    }
+    const value = doc.toJS({ maxAliasCount: 50 });
+    if (value === null || value === undefined) return; // empty document
+    try {
+      out.push({ resource: parseResource(value, where), where });
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      problems.push(err.message);
+    }
+  });
+  if (problems.length) {
+    throw new ValidationError(problems.join("\n"), {
+      hint: 'fix the fields named above; see docs/spec.md, "Resources"',
+    });
+  }
+  return out;
+}
+
+/** Reads and validates every file (`-` is standard input); rejects duplicates across files. */
+export async function loadResourceFiles(files: string[]): Promise<LoadedResource[]> {
+  if (files.length === 0) {
+    throw new UsageError("no resource file given", {
+      hint: "pass -f FILE (repeatable), or -f - for stdin",
+    });
+  }
+  const all: LoadedResource[] = [];
+  for (const file of files) {
+    let text: string;
+    try {
+      text = file === "-"
+        ? await new Response(Deno.stdin.readable).text()
+        : await Deno.readTextFile(file);
+    } catch (err) {
+      throw new UsageError(`cannot read ${file}: ${(err as Error).message}`, {
+        hint: "check the path passed with -f",
+      });
+    }
+    all.push(...parseResourceText(text, file));
+  }
+  const seen = new Map<string, string>();
+  for (const r of all) {
+    const id = `${r.resource.kind} ${resourceRef(r.resource)}`;
+    const first = seen.get(id);
+    if (first) {
+      throw new ValidationError(`${r.where}: ${id} is also defined in ${first}`, {
+        hint: "each Deployment and Service may appear once per apply",
+      });
+    }
+    seen.set(id, r.where);
+  }
+  if (all.length === 0) throw new UsageError(`no resources found in ${files.join(", ")}`);
+  return all;
+}

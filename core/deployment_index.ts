@@ -1,0 +1,91 @@
+/**
+ * `deployments/index.json`: every Deployment of the cluster with its NodeGroup
+ * and content address. Written by the CLI (CAS loop), polled by every agent;
+ * agents treat it as untrusted input.
+ */
+
+import { API_VERSION } from "./resources.ts";
+import { ValidationError } from "./errors.ts";
+import { isDnsLabel } from "./names.ts";
+
+/** One Deployment in the index. */
+export interface DeploymentEntry {
+  namespace: string;
+  name: string;
+  nodeGroup: string;
+  /** `sha256:<hex>` of the canonical spec object. */
+  spec: string;
+}
+
+/** The index document. */
+export interface DeploymentIndex {
+  apiVersion: typeof API_VERSION;
+  kind: "DeploymentIndex";
+  /** Incremented by every write. */
+  generation: number;
+  deployments: DeploymentEntry[];
+}
+
+/** An empty index (what an absent object means). */
+export function emptyDeploymentIndex(): DeploymentIndex {
+  return { apiVersion: API_VERSION, kind: "DeploymentIndex", generation: 0, deployments: [] };
+}
+
+const SPEC_REF = /^sha256:[0-9a-f]{64}$/;
+
+/** The hex digest of a `sha256:<hex>` reference. */
+export function specHex(ref: string): string {
+  return ref.slice("sha256:".length);
+}
+
+/** Parses and validates index bytes. Throws `ValidationError` on anything unexpected. */
+export function parseDeploymentIndex(bytes: Uint8Array): DeploymentIndex {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch (err) {
+    throw new ValidationError(
+      `deployments/index.json is not valid JSON: ${(err as Error).message}`,
+    );
+  }
+  const d = doc as Partial<DeploymentIndex>;
+  const bad = (why: string) => new ValidationError(`deployments/index.json: ${why}`);
+  if (d === null || typeof d !== "object") throw bad("not an object");
+  if (d.apiVersion !== API_VERSION) {
+    throw bad(`unsupported apiVersion ${JSON.stringify(d.apiVersion)}`);
+  }
+  if (d.kind !== "DeploymentIndex") throw bad(`kind must be DeploymentIndex`);
+  if (!Number.isSafeInteger(d.generation) || d.generation! < 0) {
+    throw bad("generation must be a non-negative integer");
+  }
+  if (!Array.isArray(d.deployments)) throw bad("deployments must be a list");
+  const seen = new Set<string>();
+  const deployments = d.deployments.map((e, i) => {
+    const at = `deployments[${i}]`;
+    if (e === null || typeof e !== "object") throw bad(`${at} is not an object`);
+    if (!isDnsLabel(e.namespace)) throw bad(`${at}.namespace invalid`);
+    if (!isDnsLabel(e.name)) throw bad(`${at}.name invalid`);
+    if (!isDnsLabel(e.nodeGroup)) throw bad(`${at}.nodeGroup invalid`);
+    if (typeof e.spec !== "string" || !SPEC_REF.test(e.spec)) {
+      throw bad(`${at}.spec must be sha256:<64 hex>`);
+    }
+    const ref = `${e.namespace}/${e.name}`;
+    if (seen.has(ref)) throw bad(`duplicate deployment ${ref}`);
+    seen.add(ref);
+    return { namespace: e.namespace, name: e.name, nodeGroup: e.nodeGroup, spec: e.spec };
+  });
+  return {
+    apiVersion: API_VERSION,
+    kind: "DeploymentIndex",
+    generation: d.generation!,
+    deployments,
+  };
+}
+
+/** Serialises an index (entries sorted by namespace/name). */
+export function serializeDeploymentIndex(index: DeploymentIndex): Uint8Array {
+  const deployments = [...index.deployments].sort((a, b) =>
+    a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name)
+  );
+  return new TextEncoder().encode(JSON.stringify({ ...index, deployments }, null, 1) + "\n");
+}

@@ -1,0 +1,453 @@
+/**
+ * The operator's resources: `kind: Deployment` and `kind: Service` of
+ * `apiVersion: podmin.dev/v1`. Validation reports every problem with its field
+ * path; normalisation fills defaults so equal intent gives equal bytes (and so
+ * an equal content address).
+ */
+
+import type { Container, PodSpec, Volume } from "kubernetes-types/core/v1.d.ts";
+import { ValidationError } from "./errors.ts";
+import { DEFAULT_NAMESPACE, isDnsLabel } from "./names.ts";
+
+/** The only apiVersion this release reads and writes. */
+export const API_VERSION = "podmin.dev/v1";
+
+/** Where declared provider values are mounted in every container. */
+export const VALUES_MOUNT_PATH = "/var/run/secrets/podmin.dev/values";
+/** Where the workload certificate generation is mounted in every container. */
+export const TLS_MOUNT_PATH = "/var/run/secrets/podmin.dev/tls";
+/** Volume names Podmin adds to every Pod; operators may not use them. */
+export const RESERVED_VOLUMES = ["podmin-values", "podmin-tls"] as const;
+
+/** A provider value a Deployment declares; its name is /<cluster>/<namespace>/<name>/<key>. */
+export interface SecretRef {
+  key: string;
+  from: "ssm" | "secretsmanager";
+}
+
+/** A normalised Deployment. */
+export interface Deployment {
+  apiVersion: typeof API_VERSION;
+  kind: "Deployment";
+  metadata: { name: string; namespace: string; labels?: Record<string, string> };
+  spec: {
+    nodeGroup: string;
+    secrets?: SecretRef[];
+    template: { metadata?: { labels?: Record<string, string> }; spec: PodSpec };
+  };
+}
+
+/** A Service port. */
+export interface ServicePort {
+  name?: string;
+  port: number;
+  targetPort: number;
+  protocol: "TCP" | "UDP";
+}
+
+/** A normalised Service. */
+export interface Service {
+  apiVersion: typeof API_VERSION;
+  kind: "Service";
+  metadata: { name: string; namespace: string; labels?: Record<string, string> };
+  spec: { selector: Record<string, string>; ports: ServicePort[] };
+}
+
+/** Either resource kind. */
+export type Resource = Deployment | Service;
+
+/** PodSpec fields static Pods support. */
+const POD_SPEC_FIELDS = new Set([
+  "containers",
+  "initContainers",
+  "volumes",
+  "hostNetwork",
+  "hostPID",
+  "hostIPC",
+  "shareProcessNamespace",
+  "restartPolicy",
+  "dnsPolicy",
+  "dnsConfig",
+  "securityContext",
+  "terminationGracePeriodSeconds",
+  "activeDeadlineSeconds",
+  "hostname",
+  "subdomain",
+  "hostAliases",
+  "priority",
+  "priorityClassName",
+  "runtimeClassName",
+  "os",
+]);
+/** Fields that need an API server; the reason is part of the error. */
+const POD_SPEC_REJECTED: Record<string, string> = {
+  serviceAccountName: "static Pods cannot reference ServiceAccounts",
+  serviceAccount: "static Pods cannot reference ServiceAccounts",
+  nodeName: "the NodeGroup (spec.nodeGroup) decides placement",
+  nodeSelector: "the NodeGroup (spec.nodeGroup) decides placement",
+  affinity: "the NodeGroup (spec.nodeGroup) decides placement",
+  imagePullSecrets: "static Pods cannot reference Secrets; images come from the cluster registry",
+  ephemeralContainers: "not supported by static Pods",
+  resourceClaims: "not supported by static Pods",
+  schedulingGates: "there is no scheduler",
+};
+const VOLUME_SOURCES = new Set(["emptyDir", "hostPath", "downwardAPI"]);
+const CONTAINER_REJECTED: Record<string, string> = {
+  envFrom: "ConfigMaps and Secrets need an API server; declare spec.secrets instead",
+};
+const LABEL_KEY =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+
+/** Collects problems with their field paths. */
+class Problems {
+  readonly list: string[] = [];
+  add(path: string, message: string): void {
+    this.list.push(path ? `${path}: ${message}` : message);
+  }
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
+
+function checkKeys(p: Problems, path: string, value: Obj, allowed: string[]): void {
+  for (const k of Object.keys(value)) {
+    if (!allowed.includes(k)) {
+      p.add(path ? `${path}.${k}` : k, `unknown field (allowed: ${allowed.join(", ")})`);
+    }
+  }
+}
+
+function checkLabels(
+  p: Problems,
+  path: string,
+  v: unknown,
+  required = false,
+): Record<string, string> | undefined {
+  if (v === undefined) {
+    if (required) p.add(path, "required");
+    return undefined;
+  }
+  if (!isObj(v)) {
+    p.add(path, "must be a map of strings");
+    return undefined;
+  }
+  for (const [k, val] of Object.entries(v)) {
+    if (!LABEL_KEY.test(k) || k.length > 317) p.add(`${path}.${k}`, "invalid label key");
+    if (typeof val !== "string" || !LABEL_VALUE.test(val)) {
+      p.add(`${path}.${k}`, "label value must be a string of up to 63 [A-Za-z0-9-_.]");
+    }
+  }
+  if (required && Object.keys(v).length === 0) p.add(path, "must not be empty");
+  return v as Record<string, string>;
+}
+
+function checkMetadata(p: Problems, v: unknown): Deployment["metadata"] {
+  if (!isObj(v)) {
+    p.add("metadata", "required");
+    return { name: "", namespace: DEFAULT_NAMESPACE };
+  }
+  checkKeys(p, "metadata", v, ["name", "namespace", "labels", "annotations"]);
+  if (!isDnsLabel(v.name)) {
+    p.add("metadata.name", "required; 1-63 lower-case letters, digits and '-'");
+  }
+  const namespace = v.namespace ?? DEFAULT_NAMESPACE;
+  if (!isDnsLabel(namespace)) {
+    p.add("metadata.namespace", "1-63 lower-case letters, digits and '-' (and never _system)");
+  }
+  const labels = checkLabels(p, "metadata.labels", v.labels);
+  return {
+    name: String(v.name ?? ""),
+    namespace: String(namespace),
+    ...(labels && Object.keys(labels).length ? { labels } : {}),
+  };
+}
+
+function checkContainer(p: Problems, path: string, c: unknown, volumes: Set<string>): void {
+  if (!isObj(c)) return p.add(path, "must be an object");
+  for (const [k, why] of Object.entries(CONTAINER_REJECTED)) if (k in c) p.add(`${path}.${k}`, why);
+  if (!isDnsLabel(c.name)) p.add(`${path}.name`, "required; a DNS label");
+  if (typeof c.image !== "string" || c.image.trim() === "" || /\s/.test(c.image)) {
+    p.add(`${path}.image`, "required; an image reference without spaces");
+  }
+  const env = c.env;
+  if (env !== undefined) {
+    if (!Array.isArray(env)) p.add(`${path}.env`, "must be a list");
+    else {
+      env.forEach((e, i) => {
+        if (!isObj(e) || typeof e.name !== "string" || e.name === "") {
+          return p.add(`${path}.env[${i}].name`, "required");
+        }
+        const from = e.valueFrom;
+        if (isObj(from) && ("secretKeyRef" in from || "configMapKeyRef" in from)) {
+          p.add(
+            `${path}.env[${i}].valueFrom`,
+            "Secrets and ConfigMaps need an API server; declare spec.secrets",
+          );
+        }
+      });
+    }
+  }
+  const ports = c.ports;
+  if (ports !== undefined) {
+    if (!Array.isArray(ports)) p.add(`${path}.ports`, "must be a list");
+    else {
+      ports.forEach((port, i) => {
+        if (!isObj(port) || !isPort(port.containerPort)) {
+          p.add(`${path}.ports[${i}].containerPort`, "required; 1-65535");
+        } else if (
+          port.protocol !== undefined && port.protocol !== "TCP" && port.protocol !== "UDP"
+        ) {
+          p.add(`${path}.ports[${i}].protocol`, "TCP or UDP");
+        }
+      });
+    }
+  }
+  const mounts = c.volumeMounts;
+  if (mounts !== undefined) {
+    if (!Array.isArray(mounts)) p.add(`${path}.volumeMounts`, "must be a list");
+    else {
+      mounts.forEach((m, i) => {
+        if (!isObj(m)) return p.add(`${path}.volumeMounts[${i}]`, "must be an object");
+        if (typeof m.name !== "string" || !volumes.has(m.name)) {
+          p.add(
+            `${path}.volumeMounts[${i}].name`,
+            `must name a volume of the Pod (${[...volumes].join(", ") || "none"})`,
+          );
+        }
+        if (typeof m.mountPath !== "string" || !m.mountPath.startsWith("/")) {
+          p.add(`${path}.volumeMounts[${i}].mountPath`, "required; an absolute path");
+        } else if (m.mountPath.startsWith("/var/run/secrets/podmin.dev")) {
+          p.add(
+            `${path}.volumeMounts[${i}].mountPath`,
+            "/var/run/secrets/podmin.dev is reserved for Podmin's mounts",
+          );
+        }
+      });
+    }
+  }
+}
+
+function isPort(v: unknown): v is number {
+  return Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
+}
+
+function checkPodSpec(p: Problems, path: string, v: unknown): PodSpec {
+  if (!isObj(v)) {
+    p.add(path, "required");
+    return { containers: [] };
+  }
+  for (const k of Object.keys(v)) {
+    if (k in POD_SPEC_REJECTED) p.add(`${path}.${k}`, POD_SPEC_REJECTED[k]);
+    else if (!POD_SPEC_FIELDS.has(k)) {
+      p.add(`${path}.${k}`, "not supported by Podmin's static Pods");
+    }
+  }
+  const volumeNames = new Set<string>();
+  if (v.volumes !== undefined) {
+    if (!Array.isArray(v.volumes)) p.add(`${path}.volumes`, "must be a list");
+    else {
+      (v.volumes as Volume[]).forEach((vol, i) => {
+        const vp = `${path}.volumes[${i}]`;
+        if (!isObj(vol) || !isDnsLabel(vol.name)) {
+          return p.add(`${vp}.name`, "required; a DNS label");
+        }
+        if ((RESERVED_VOLUMES as readonly string[]).includes(vol.name)) {
+          p.add(`${vp}.name`, `${vol.name} is reserved for Podmin's mounts`);
+        }
+        if (volumeNames.has(vol.name)) p.add(`${vp}.name`, `duplicate volume ${vol.name}`);
+        volumeNames.add(vol.name);
+        const sources = Object.keys(vol).filter((k) => k !== "name");
+        if (sources.length !== 1) p.add(vp, "exactly one volume source");
+        for (const s of sources) {
+          if (!VOLUME_SOURCES.has(s)) {
+            p.add(
+              `${vp}.${s}`,
+              `volume source not available to static Pods (use ${[...VOLUME_SOURCES].join(", ")})`,
+            );
+          }
+        }
+      });
+    }
+  }
+  const names = new Set<string>();
+  for (const field of ["initContainers", "containers"] as const) {
+    const list = v[field];
+    if (list === undefined && field === "initContainers") continue;
+    if (!Array.isArray(list) || (field === "containers" && list.length === 0)) {
+      p.add(
+        `${path}.${field}`,
+        field === "containers" ? "required; at least one container" : "must be a list",
+      );
+      continue;
+    }
+    (list as Container[]).forEach((c, i) => {
+      checkContainer(p, `${path}.${field}[${i}]`, c, volumeNames);
+      if (isObj(c) && typeof c.name === "string") {
+        if (names.has(c.name)) {
+          p.add(`${path}.${field}[${i}].name`, `duplicate container name ${c.name}`);
+        }
+        names.add(c.name);
+      }
+    });
+  }
+  if (
+    v.restartPolicy !== undefined &&
+    !["Always", "OnFailure", "Never"].includes(v.restartPolicy as string)
+  ) {
+    p.add(`${path}.restartPolicy`, "Always, OnFailure or Never");
+  }
+  return v as unknown as PodSpec;
+}
+
+function checkDeployment(p: Problems, doc: Obj): Deployment {
+  checkKeys(p, "", doc, ["apiVersion", "kind", "metadata", "spec"]);
+  const metadata = checkMetadata(p, doc.metadata);
+  const spec = doc.spec;
+  if (!isObj(spec)) {
+    p.add("spec", "required");
+    return {
+      apiVersion: API_VERSION,
+      kind: "Deployment",
+      metadata,
+      spec: { nodeGroup: "", template: { spec: { containers: [] } } },
+    };
+  }
+  checkKeys(p, "spec", spec, ["nodeGroup", "secrets", "template"]);
+  if (!isDnsLabel(spec.nodeGroup)) {
+    p.add("spec.nodeGroup", "required; the NodeGroup name (a DNS label)");
+  }
+  let secrets: SecretRef[] | undefined;
+  if (spec.secrets !== undefined) {
+    if (!Array.isArray(spec.secrets)) p.add("spec.secrets", "must be a list");
+    else {
+      const seen = new Set<string>();
+      secrets = spec.secrets.map((s, i) => {
+        const sp = `spec.secrets[${i}]`;
+        if (!isObj(s)) {
+          p.add(sp, "must be an object with key and from");
+          return { key: "", from: "ssm" as const };
+        }
+        checkKeys(p, sp, s, ["key", "from"]);
+        if (
+          typeof s.key !== "string" ||
+          !/^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$/.test(s.key)
+        ) {
+          p.add(`${sp}.key`, "required; 1-128 of [A-Za-z0-9._-], starting and ending alphanumeric");
+        } else if (seen.has(s.key)) p.add(`${sp}.key`, `duplicate key ${s.key}`);
+        seen.add(String(s.key));
+        const from = s.from ?? "ssm";
+        if (from !== "ssm" && from !== "secretsmanager") {
+          p.add(`${sp}.from`, "ssm or secretsmanager");
+        }
+        return { key: String(s.key), from: from as SecretRef["from"] };
+      });
+      secrets.sort((a, b) => a.key.localeCompare(b.key));
+    }
+  }
+  const template = spec.template;
+  let podSpec: PodSpec = { containers: [] };
+  let templateLabels: Record<string, string> | undefined;
+  if (!isObj(template)) p.add("spec.template", "required");
+  else {
+    checkKeys(p, "spec.template", template, ["metadata", "spec"]);
+    if (template.metadata !== undefined) {
+      if (!isObj(template.metadata)) p.add("spec.template.metadata", "must be an object");
+      else {
+        checkKeys(p, "spec.template.metadata", template.metadata, ["labels", "annotations"]);
+        templateLabels = checkLabels(p, "spec.template.metadata.labels", template.metadata.labels);
+        for (const k of Object.keys(templateLabels ?? {})) {
+          if (k.startsWith("podmin.dev/")) {
+            p.add(`spec.template.metadata.labels.${k}`, "the podmin.dev/ prefix is reserved");
+          }
+        }
+      }
+    }
+    podSpec = checkPodSpec(p, "spec.template.spec", template.spec);
+  }
+  return {
+    apiVersion: API_VERSION,
+    kind: "Deployment",
+    metadata,
+    spec: {
+      nodeGroup: String(spec.nodeGroup ?? ""),
+      ...(secrets && secrets.length ? { secrets } : {}),
+      template: {
+        ...(templateLabels && Object.keys(templateLabels).length
+          ? { metadata: { labels: templateLabels } }
+          : {}),
+        spec: podSpec,
+      },
+    },
+  };
+}
+
+function checkService(p: Problems, doc: Obj): Service {
+  checkKeys(p, "", doc, ["apiVersion", "kind", "metadata", "spec"]);
+  const metadata = checkMetadata(p, doc.metadata);
+  const spec = doc.spec;
+  const ports: ServicePort[] = [];
+  let selector: Record<string, string> = {};
+  if (!isObj(spec)) p.add("spec", "required");
+  else {
+    checkKeys(p, "spec", spec, ["selector", "ports"]);
+    selector = checkLabels(p, "spec.selector", spec.selector, true) ?? {};
+    if (!Array.isArray(spec.ports) || spec.ports.length === 0) {
+      p.add("spec.ports", "required; at least one port");
+    } else {
+      const seen = new Set<string>();
+      spec.ports.forEach((port, i) => {
+        const pp = `spec.ports[${i}]`;
+        if (!isObj(port)) return p.add(pp, "must be an object");
+        checkKeys(p, pp, port, ["name", "port", "targetPort", "protocol"]);
+        if (!isPort(port.port)) p.add(`${pp}.port`, "required; 1-65535");
+        const targetPort = port.targetPort ?? port.port;
+        if (!isPort(targetPort)) {
+          p.add(`${pp}.targetPort`, "1-65535 (named ports are not supported)");
+        }
+        const protocol = port.protocol ?? "TCP";
+        if (protocol !== "TCP" && protocol !== "UDP") p.add(`${pp}.protocol`, "TCP or UDP");
+        if (port.name !== undefined && !isDnsLabel(port.name)) p.add(`${pp}.name`, "a DNS label");
+        const id = `${protocol}/${port.port}`;
+        if (seen.has(id)) p.add(`${pp}.port`, `duplicate ${id}`);
+        seen.add(id);
+        ports.push({
+          ...(port.name !== undefined ? { name: String(port.name) } : {}),
+          port: port.port as number,
+          targetPort: targetPort as number,
+          protocol: protocol as "TCP" | "UDP",
+        });
+      });
+    }
+  }
+  ports.sort((a, b) => a.protocol.localeCompare(b.protocol) || a.port - b.port);
+  return { apiVersion: API_VERSION, kind: "Service", metadata, spec: { selector, ports } };
+}
+
+/**
+ * Validates one parsed document and returns the normalised resource.
+ * Throws `ValidationError` listing every problem; `where` prefixes each line.
+ */
+export function parseResource(doc: unknown, where = ""): Resource {
+  const p = new Problems();
+  let result: Resource | undefined;
+  if (!isObj(doc)) {
+    p.add("", "a document must be a mapping with apiVersion, kind, metadata and spec");
+  } else if (doc.apiVersion !== API_VERSION) {
+    p.add("apiVersion", `must be ${API_VERSION} (got ${JSON.stringify(doc.apiVersion)})`);
+  } else if (doc.kind === "Deployment") result = checkDeployment(p, doc);
+  else if (doc.kind === "Service") result = checkService(p, doc);
+  else p.add("kind", `must be Deployment or Service (got ${JSON.stringify(doc.kind)})`);
+  if (p.list.length || !result) {
+    const prefix = where ? `${where}: ` : "";
+    throw new ValidationError(`${prefix}${p.list.join(`\n${prefix}`)}`, {
+      hint: 'fix the fields named above; see docs/spec.md, "Resources"',
+    });
+  }
+  return result;
+}
+
+/** `namespace/name` of a resource. */
+export function resourceRef(r: Resource): string {
+  return `${r.metadata.namespace}/${r.metadata.name}`;
+}

@@ -1,0 +1,128 @@
+import assert from "node:assert/strict";
+import { ValidationError } from "./errors.ts";
+import { parseResource } from "./resources.ts";
+
+const deployment = (
+  spec: Record<string, unknown>,
+  metadata: Record<string, unknown> = { name: "web" },
+) => ({
+  apiVersion: "podmin.dev/v1",
+  kind: "Deployment",
+  metadata,
+  spec,
+});
+const template = { spec: { containers: [{ name: "web", image: "r/apps/web:1" }] } };
+
+Deno.test("resources: a minimal Deployment is normalised with the default namespace", () => {
+  const d = parseResource(deployment({ nodeGroup: "workers", template }));
+  assert.equal(d.kind, "Deployment");
+  assert.equal(d.metadata.namespace, "default");
+  if (d.kind === "Deployment") assert.equal(d.spec.nodeGroup, "workers");
+});
+
+Deno.test("resources: every problem is reported with its field path", () => {
+  let err: unknown;
+  try {
+    parseResource(
+      deployment({
+        template: {
+          spec: {
+            nodeName: "n1",
+            containers: [{ name: "a", image: "x", envFrom: [] }, { name: "a" }],
+            volumes: [{ name: "cfg", configMap: { name: "c" } }],
+          },
+        },
+        secrets: [{ key: "k", from: "vault" }, { key: "k" }],
+      }, { name: "web", namespace: "_system" }),
+      "f.yaml: document 1",
+    );
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err instanceof ValidationError);
+  const lines = (err as Error).message.split("\n");
+  const expect = [
+    "metadata.namespace",
+    "spec.nodeGroup: required",
+    "spec.secrets[0].from: ssm or secretsmanager",
+    "spec.secrets[1].key: duplicate key k",
+    "spec.template.spec.nodeName",
+    "spec.template.spec.volumes[0].configMap",
+    "spec.template.spec.containers[0].envFrom",
+    "spec.template.spec.containers[1].image: required",
+    "spec.template.spec.containers[1].name: duplicate container name a",
+  ];
+  for (const e of expect) {
+    assert.ok(
+      lines.some((l) => l.startsWith("f.yaml: document 1: ") && l.includes(e)),
+      `missing ${e} in\n${lines.join("\n")}`,
+    );
+  }
+});
+
+Deno.test("resources: reserved names and mount paths are rejected", () => {
+  assert.throws(
+    () =>
+      parseResource(deployment({
+        nodeGroup: "w",
+        template: {
+          metadata: { labels: { "podmin.dev/deployment": "x" } },
+          spec: {
+            volumes: [{ name: "podmin-values", emptyDir: {} }],
+            containers: [{
+              name: "c",
+              image: "i",
+              volumeMounts: [{
+                name: "podmin-values",
+                mountPath: "/var/run/secrets/podmin.dev/tls",
+              }],
+            }],
+          },
+        },
+      })),
+    (e: Error) =>
+      /podmin.dev\/ prefix is reserved/.test(e.message) &&
+      /podmin-values is reserved/.test(e.message) &&
+      /reserved for Podmin's mounts/.test(e.message),
+  );
+});
+
+Deno.test("resources: Service ports default targetPort and protocol; bad ports rejected", () => {
+  const s = parseResource({
+    apiVersion: "podmin.dev/v1",
+    kind: "Service",
+    metadata: { name: "dns", namespace: "kube" },
+    spec: { selector: { app: "dns" }, ports: [{ port: 53, protocol: "UDP" }, { port: 53 }] },
+  });
+  assert.equal(s.kind, "Service");
+  if (s.kind === "Service") {
+    assert.deepEqual(s.spec.ports, [
+      { port: 53, targetPort: 53, protocol: "TCP" },
+      { port: 53, targetPort: 53, protocol: "UDP" },
+    ]);
+  }
+  assert.throws(
+    () =>
+      parseResource({
+        apiVersion: "podmin.dev/v1",
+        kind: "Service",
+        metadata: { name: "x" },
+        spec: { selector: {}, ports: [{ port: 70000 }, { port: 80, protocol: "SCTP" }] },
+      }),
+    (e: Error) =>
+      /spec.selector: must not be empty/.test(e.message) && /ports\[0\].port/.test(e.message) &&
+      /ports\[1\].protocol: TCP or UDP/.test(e.message),
+  );
+});
+
+Deno.test("resources: wrong apiVersion or kind", () => {
+  assert.throws(
+    () => parseResource({ apiVersion: "apps/v1", kind: "Deployment" }),
+    /apiVersion: must be podmin.dev\/v1/,
+  );
+  assert.throws(
+    () => parseResource({ apiVersion: "podmin.dev/v1", kind: "Pod" }),
+    /kind: must be Deployment or Service/,
+  );
+  assert.throws(() => parseResource("text"), /a document must be a mapping/);
+});

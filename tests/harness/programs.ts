@@ -1,0 +1,55 @@
+/** Runs `podmin` and `podmin-agent` from source as subprocesses, as an operator would. */
+
+const root = new URL("../../", import.meta.url).pathname;
+
+/** The outcome of a finished command. */
+export interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function runEntry(entry: string, args: string[], env?: Record<string, string>): Promise<Ran> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", `${root}${entry}`, ...args],
+    env,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+/** Runs `podmin ARGS…`. */
+export function podmin(args: string[], env?: Record<string, string>): Promise<Ran> {
+  return runEntry("cli/main.ts", args, env);
+}
+
+/** Runs `podmin-agent ARGS…` to completion. */
+export function agent(args: string[], env?: Record<string, string>): Promise<Ran> {
+  return runEntry("agent/main.ts", args, env);
+}
+
+/** Starts a long-running `podmin-agent ARGS…`; stderr is collected. */
+export function spawnAgent(args: string[]): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", `${root}agent/main.ts`, ...args],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+}
+
+/** Polls `check` until it returns true or `timeoutMs` passes. */
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 20_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
