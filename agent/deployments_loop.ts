@@ -118,7 +118,7 @@ export class DeploymentsLoop {
     }
 
     // 3. Provider values; a Deployment is written only once its values exist.
-    const secrets = await this.#o.secrets.sync(ready.map((r) => r.deployment), keepRefs);
+    const secrets = await this.#o.secrets.sync(ready.map((r) => r.deployment));
     errors.push(...secrets.errors);
 
     // 4. Render and converge the directory.
@@ -143,6 +143,10 @@ export class DeploymentsLoop {
       const changes = await this.#dir.converge(desired, keep);
       for (const f of changes.written) this.#o.log.info("manifest written", { file: f });
       for (const f of changes.removed) this.#o.log.info("manifest removed", { file: f });
+      // Values of Pods that left this node go only after their manifests did.
+      await this.#o.secrets.prune(
+        new Set([...keepRefs, ...ready.map((r) => `${r.entry.namespace}/${r.entry.name}`)]),
+      );
     } catch (err) {
       errors.push(`writing ${this.#o.manifestDir}: ${(err as Error).message}`);
     }

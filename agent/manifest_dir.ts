@@ -14,6 +14,8 @@ export interface DirChanges {
   unchanged: string[];
 }
 
+const TEMP_FILE_PATTERN = /^\.podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}\.json\.tmp$/;
+
 /** A static Pod directory. */
 export class ManifestDir {
   constructor(readonly dir: string) {}
@@ -23,6 +25,11 @@ export class ManifestDir {
     await Deno.mkdir(this.dir, { recursive: true, mode: 0o755 });
     const out = new Map<string, Uint8Array>();
     for await (const e of Deno.readDir(this.dir)) {
+      if (e.isFile && TEMP_FILE_PATTERN.test(e.name)) {
+        // Left by a write that was interrupted; kubelet ignores dot-files, so does the agent.
+        await Deno.remove(path.join(this.dir, e.name)).catch(() => {});
+        continue;
+      }
       if (!e.isFile || !MANIFEST_FILE_PATTERN.test(e.name)) continue;
       const bytes = await Deno.readFile(path.join(this.dir, e.name));
       if (isOwnedManifest(bytes)) out.set(e.name, bytes);

@@ -11,6 +11,8 @@ Deno.test("manifest dir: writes, skips unchanged, removes only owned undesired f
   try {
     await Deno.writeTextFile(`${dir}/other.yaml`, "kind: Pod");
     await Deno.writeTextFile(`${dir}/podmin_default_notours.json`, '{"metadata":{}}');
+    await Deno.writeTextFile(`${dir}/.podmin_default_a.json.tmp`, "{half a fi"); // interrupted write
+    await Deno.writeTextFile(`${dir}/.other.tmp`, "not ours");
     const md = new ManifestDir(dir);
     let c = await md.converge(
       new Map([["podmin_default_a.json", owned("a")], ["podmin_default_b.json", owned("b")]]),
@@ -27,8 +29,8 @@ Deno.test("manifest dir: writes, skips unchanged, removes only owned undesired f
     const left = (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name).sort();
     assert.deepEqual(
       left,
-      ["other.yaml", "podmin_default_notours.json"],
-      "no temp files left, foreign kept",
+      [".other.tmp", "other.yaml", "podmin_default_notours.json"],
+      "own temp files removed, foreign files kept",
     );
     await assert.rejects(
       md.converge(new Map([["../escape.json", owned("x")]]), new Set()),

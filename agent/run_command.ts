@@ -2,6 +2,7 @@
 
 import { bucketUrl, type Command, requireString } from "../core/cli_kit.ts";
 import { parseDuration } from "../core/duration.ts";
+import { UsageError } from "../core/errors.ts";
 import { createLogger } from "../core/log.ts";
 import { checkClusterId, checkNodeGroup } from "../core/names.ts";
 import { backoffMs, sleep } from "../core/retry.ts";
@@ -66,7 +67,11 @@ Example:
       requireString(ctx, "cluster", "the cluster id, e.g. --cluster prod"),
     );
     const nodeGroup = checkNodeGroup(requireString(ctx, "nodegroup", "e.g. --nodegroup workers"));
-    if (v.provider !== "aws") throw new Error(`unsupported provider ${v.provider}`);
+    if (v.provider !== "aws") {
+      throw new UsageError(`unsupported provider ${JSON.stringify(v.provider)}`, {
+        hint: "use --provider aws",
+      });
+    }
     const intervalMs = parseDuration(v.interval, "--interval");
     const region = v.region ?? defaultRegion();
     const store = openStore(bucketUrl(ctx), { region });

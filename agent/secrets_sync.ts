@@ -51,20 +51,9 @@ export class SecretsSync {
     this.#o = options;
   }
 
-  /**
-   * Brings every Deployment's values up to date (as far as the provider
-   * allows). Directories of other Deployments are removed, except those named
-   * in `keep` (`namespace/name` of Pods whose state is unknown this pass).
-   */
-  async sync(
-    deployments: Deployment[],
-    keep: Set<string> = new Set(),
-    now = Date.now(),
-  ): Promise<SecretsResult> {
+  /** Brings every Deployment's values up to date (as far as the provider allows). */
+  async sync(deployments: Deployment[], now = Date.now()): Promise<SecretsResult> {
     const result: SecretsResult = { ready: new Set(), errors: [], rotated: [] };
-    const wanted = new Set(
-      [...keep].map((ref) => podDirName(...(ref.split("/") as [string, string]))),
-    );
     await Deno.mkdir(this.#o.secretsDir, { recursive: true, mode: 0o700 });
     for (const d of deployments) {
       const secrets = d.spec.secrets ?? [];
@@ -72,7 +61,6 @@ export class SecretsSync {
       const { namespace, name } = d.metadata;
       const ref = `${namespace}/${name}`;
       const dir = path.join(this.#o.secretsDir, podDirName(namespace, name));
-      wanted.add(podDirName(namespace, name));
       const keys = secrets.map((s) => `${s.from}:${s.key}`).join(",");
       const st = this.#state.get(ref);
       if (!st || st.keys !== keys || now >= st.nextFetch) {
@@ -100,16 +88,30 @@ export class SecretsSync {
       const current = await readGeneration(dir);
       if (current && secrets.every((s) => current.has(s.key))) result.ready.add(ref);
     }
-    // Remove directories of Deployments that no longer run here.
-    for await (const e of Deno.readDir(this.#o.secretsDir)) {
+    return result;
+  }
+
+  /**
+   * Removes value directories of Pods that no longer run here: every
+   * directory except those of `keep` (`namespace/name`). Called after the
+   * manifests were converged, so a Pod never loses its values while running.
+   */
+  async prune(keep: Set<string>): Promise<void> {
+    const wanted = new Set(
+      [...keep].map((ref) => podDirName(...(ref.split("/") as [string, string]))),
+    );
+    let entries: Deno.DirEntry[];
+    try {
+      entries = await Array.fromAsync(Deno.readDir(this.#o.secretsDir));
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) return;
+      throw err;
+    }
+    for (const e of entries) {
       if (e.isDirectory && DIR_PATTERN.test(e.name) && !wanted.has(e.name)) {
         await Deno.remove(path.join(this.#o.secretsDir, e.name), { recursive: true });
       }
     }
-    for (const ref of [...this.#state.keys()]) {
-      const [ns, n] = ref.split("/");
-      if (!wanted.has(podDirName(ns, n))) this.#state.delete(ref);
-    }
-    return result;
+    for (const ref of [...this.#state.keys()]) if (!keep.has(ref)) this.#state.delete(ref);
   }
 }

@@ -276,6 +276,7 @@ export class FsStore implements ObjectStore {
       for (const d of ["objects", ".tmp", ".locks"]) {
         await Deno.mkdir(path.join(this.root, d), { recursive: true });
       }
+      await this.sweepTemp();
     })();
     try {
       await this.#ready;

@@ -313,7 +313,22 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
       spec: { nodeGroup: "", template: { spec: { containers: [] } } },
     };
   }
-  checkKeys(p, "spec", spec, ["nodeGroup", "secrets", "template"]);
+  for (const k of ["replicas", "selector", "strategy"]) {
+    if (k in spec) {
+      p.add(
+        `spec.${k}`,
+        "a Podmin Deployment runs one Pod on every node of its NodeGroup; size the NodeGroup instead",
+      );
+    }
+  }
+  checkKeys(
+    p,
+    "spec",
+    Object.fromEntries(
+      Object.entries(spec).filter(([k]) => !["replicas", "selector", "strategy"].includes(k)),
+    ),
+    ["nodeGroup", "secrets", "template"],
+  );
   if (!isDnsLabel(spec.nodeGroup)) {
     p.add("spec.nodeGroup", "required; the NodeGroup name (a DNS label)");
   }

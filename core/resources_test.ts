@@ -126,3 +126,12 @@ Deno.test("resources: wrong apiVersion or kind", () => {
   );
   assert.throws(() => parseResource("text"), /a document must be a mapping/);
 });
+
+Deno.test("resources: replicas and selectors get a hint about NodeGroups", () => {
+  assert.throws(
+    () => parseResource(deployment({ nodeGroup: "w", replicas: 3, selector: {}, template })),
+    (e: Error) =>
+      /spec.replicas: a Podmin Deployment runs one Pod on every node/.test(e.message) &&
+      /spec.selector: a Podmin Deployment/.test(e.message) && !/unknown field/.test(e.message),
+  );
+});

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { DeploymentsLoop } from "../agent/deployments_loop.ts";
 import { SecretsSync } from "../agent/secrets_sync.ts";
 import { AwsValueProvider } from "../agent/value_provider.ts";
-import { applyResources } from "../cli/desired_state.ts";
+import { applyResources, deleteResource } from "../cli/desired_state.ts";
 import { silentLogger } from "../core/log.ts";
 import { parseResource } from "../core/resources.ts";
 import { openStore } from "../core/store_url.ts";
@@ -121,6 +121,15 @@ Deno.test("secrets loop [moto]: generations swap atomically on change; failures 
       Deno.errors.NotFound,
     );
     assert.equal(await Deno.readTextFile(path.join(podDir, "db-password")), "v3");
+
+    // Deleted: the manifest goes, and its values go with it (after it, in the same pass).
+    await deleteResource({ store, kind: "Deployment", namespace: "default", name: "web" });
+    ({ status } = await loop.pass());
+    await assert.rejects(
+      Deno.stat(path.join(manifests, "podmin_default_web.json")),
+      Deno.errors.NotFound,
+    );
+    await assert.rejects(Deno.stat(podDir), Deno.errors.NotFound);
   } finally {
     await Deno.remove(tmp, { recursive: true });
   }

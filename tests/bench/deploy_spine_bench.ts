@@ -1,0 +1,210 @@
+/**
+ * Benchmark of the deploy spine on moto (S3 wire protocol), printed figures:
+ *
+ * 1. apply → manifest-on-disk latency, p50/p99 over 100 applies, against the
+ *    agent's poll interval (the floor: a change waits for the next poll).
+ * 2. With 1,000 Deployments in the index: requests and body bytes of a cold
+ *    pass and of an idle poll (must be one not-modified GET, 0 body bytes),
+ *    and the agent's RSS against an agent polling an empty index.
+ *
+ * Run: deno task bench:deploy
+ */
+
+import * as path from "node:path";
+import { DeploymentsLoop } from "../../agent/deployments_loop.ts";
+import { SecretsSync } from "../../agent/secrets_sync.ts";
+import { AwsValueProvider } from "../../agent/value_provider.ts";
+import { applyResources } from "../../cli/desired_state.ts";
+import { silentLogger } from "../../core/log.ts";
+import type { ObjectStore } from "../../core/object_store.ts";
+import { parseResource, type Resource } from "../../core/resources.ts";
+import { S3Store } from "../../core/s3_store.ts";
+import { moto } from "../harness/moto.ts";
+import { spawnAgent, waitFor } from "../harness/programs.ts";
+
+const POLL_MS = 250;
+
+function deployment(name: string, nodeGroup: string, image: string): Resource {
+  return parseResource({
+    apiVersion: "podmin.dev/v1",
+    kind: "Deployment",
+    metadata: { name },
+    spec: {
+      nodeGroup,
+      template: {
+        spec: { containers: [{ name: "main", image, ports: [{ containerPort: 8080 }] }] },
+      },
+    },
+  });
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+/** An ObjectStore decorator that counts requests and body bytes received. */
+function counting(inner: ObjectStore) {
+  const c = { requests: 0, notModified: 0, bytes: 0 };
+  const store: ObjectStore = {
+    url: inner.url,
+    async get(key, o) {
+      c.requests++;
+      const r = await inner.get(key, o);
+      if (r.notModified) c.notModified++;
+      else c.bytes += r.body.byteLength;
+      return r;
+    },
+    head: (k) => (c.requests++, inner.head(k)),
+    put: (k, b, o) => (c.requests++, inner.put(k, b, o)),
+    putStream: (k, b, o) => (c.requests++, inner.putStream(k, b, o)),
+    getStream: (k, o) => (c.requests++, inner.getStream(k, o)),
+    delete: (k, o) => (c.requests++, inner.delete(k, o)),
+    list: (p) => (c.requests++, inner.list(p)),
+  };
+  return { store, c, reset: () => Object.assign(c, { requests: 0, notModified: 0, bytes: 0 }) };
+}
+
+async function rssKiB(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]);
+}
+
+const m = await moto();
+const tmp = await Deno.makeTempDir({ prefix: "podmin-bench-" });
+try {
+  // --- 1. latency --------------------------------------------------------------
+  const bucket = await m.createBucket();
+  const store = new S3Store({ bucket, region: "us-east-1" });
+  const dir = path.join(tmp, "lat");
+  const agentArgs = (b: string, d: string, ms: number) => [
+    "run",
+    "--bucket",
+    `s3://${b}`,
+    "--cluster",
+    "bench",
+    "--nodegroup",
+    "workers",
+    "--manifest-dir",
+    path.join(d, "manifests"),
+    "--secrets-dir",
+    path.join(d, "secrets"),
+    "--tls-dir",
+    path.join(d, "tls"),
+    "--state-dir",
+    path.join(d, "state"),
+    "--interval",
+    `${ms}ms`,
+  ];
+  const child = spawnAgent(agentArgs(bucket, dir, POLL_MS));
+  const manifest = path.join(dir, "manifests", "podmin_default_web.json");
+  const latencies: number[] = [];
+  try {
+    for (let i = 0; i < 100; i++) {
+      const image = `registry.podmin.internal/apps/web:${i}`;
+      const started = performance.now();
+      await applyResources({ store, resources: [deployment("web", "workers", image)] });
+      await waitFor("manifest", async () => {
+        try {
+          return (await Deno.readTextFile(manifest)).includes(`apps/web:${i}"`);
+        } catch {
+          return false;
+        }
+      }, 30_000);
+      latencies.push(performance.now() - started);
+      // Desynchronise from the poll phase so samples cover it uniformly.
+      await new Promise((r) => setTimeout(r, Math.random() * POLL_MS));
+    }
+  } finally {
+    child.kill("SIGTERM");
+    await child.output();
+  }
+  latencies.sort((a, b) => a - b);
+  const p50 = percentile(latencies, 50), p99 = percentile(latencies, 99);
+  console.log(`apply → manifest on disk, 100 applies, poll interval ${POLL_MS} ms (the floor):`);
+  console.log(`  p50 ${p50.toFixed(0)} ms (${(p50 / POLL_MS).toFixed(2)}× interval)`);
+  console.log(`  p99 ${p99.toFixed(0)} ms (${(p99 / POLL_MS).toFixed(2)}× interval)`);
+  console.log(
+    `  min ${latencies[0].toFixed(0)} ms, max ${latencies[latencies.length - 1].toFixed(0)} ms`,
+  );
+
+  // --- 2. idle poll with 1,000 deployments ---------------------------------------
+  const big = await m.createBucket();
+  const bigStore = new S3Store({ bucket: big, region: "us-east-1" });
+  const resources = Array.from(
+    { length: 1000 },
+    (_, i) =>
+      deployment(
+        `d${i}`,
+        i % 50 === 0 ? "workers" : `group-${i % 7}`,
+        `registry.podmin.internal/apps/d${i}:1`,
+      ),
+  );
+  await applyResources({ store: bigStore, resources });
+  const indexBytes = (await bigStore.head("deployments/index.json")).size;
+  const counted = counting(bigStore);
+  const loop = new DeploymentsLoop({
+    store: counted.store,
+    nodeGroup: "workers",
+    manifestDir: path.join(tmp, "idle", "manifests"),
+    secretsDir: path.join(tmp, "idle", "secrets"),
+    tlsDir: path.join(tmp, "idle", "tls"),
+    secrets: new SecretsSync({
+      cluster: "bench",
+      secretsDir: path.join(tmp, "idle", "secrets"),
+      provider: new AwsValueProvider({ region: "us-east-1" }),
+      refreshMs: 60_000,
+      log: silentLogger,
+    }),
+    log: silentLogger,
+  });
+  await loop.pass();
+  const cold = { ...counted.c };
+  counted.reset();
+  const IDLE = 20;
+  for (let i = 0; i < IDLE; i++) await loop.pass();
+  const idle = { ...counted.c };
+  console.log(`1,000 deployments in the index (${indexBytes} bytes; 20 for this NodeGroup):`);
+  console.log(`  cold pass: ${cold.requests} requests, ${cold.bytes} body bytes`);
+  console.log(
+    `  idle poll: ${(idle.requests / IDLE).toFixed(2)} requests, ${
+      (idle.notModified / IDLE).toFixed(2)
+    } not-modified, ` +
+      `${(idle.bytes / IDLE).toFixed(0)} body bytes (${
+        ((idle.bytes / IDLE) / indexBytes).toFixed(3)
+      }× the index)`,
+  );
+  if (idle.requests !== IDLE || idle.notModified !== IDLE || idle.bytes !== 0) {
+    console.log("  FAIL: an idle poll must be exactly one not-modified GET");
+    Deno.exitCode = 1;
+  }
+
+  // RSS of a running agent: empty index vs 1,000 deployments.
+  const empty = await m.createBucket();
+  const rss: number[] = [];
+  for (const [b, d] of [[empty, "rss-empty"], [big, "rss-big"]]) {
+    const a = spawnAgent(agentArgs(b, path.join(tmp, d), 200));
+    try {
+      await waitFor("status", async () => {
+        try {
+          return JSON.parse(await Deno.readTextFile(path.join(tmp, d, "state", "status.json")))
+            .converged;
+        } catch {
+          return false;
+        }
+      }, 30_000);
+      await new Promise((r) => setTimeout(r, 3000)); // ~15 idle polls
+      rss.push(await rssKiB(a.pid));
+    } finally {
+      a.kill("SIGTERM");
+      await a.output();
+    }
+  }
+  console.log(
+    `agent RSS: ${(rss[1] / 1024).toFixed(1)} MiB with 1,000 deployments vs ${
+      (rss[0] / 1024).toFixed(1)
+    } MiB with none (${(rss[1] / rss[0]).toFixed(2)}×)`,
+  );
+} finally {
+  await Deno.remove(tmp, { recursive: true });
+  Deno.exit();
+}
