@@ -2,6 +2,7 @@
 
 import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
+import { registryCommands } from "./registry_command.ts";
 import { runCommands } from "./run_command.ts";
 
 const version: Command = {
@@ -22,7 +23,7 @@ export function programOf(): Program {
   return {
     name: "podmin-agent",
     description: "podmin-agent: converges this VM to the desired state in the cluster bucket.",
-    commands: [...runCommands, version],
+    commands: [...runCommands, ...registryCommands, version],
     defaultCommand: "run",
   };
 }

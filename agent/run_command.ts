@@ -11,6 +11,9 @@ import { DeploymentsLoop } from "./deployments_loop.ts";
 import { SecretsSync } from "./secrets_sync.ts";
 import { readStatus, writeStatus } from "./status.ts";
 import { AwsValueProvider } from "./value_provider.ts";
+import { REGISTRY_LISTEN } from "../registry/defaults.ts";
+import { ImageReader } from "../registry/image_reader.ts";
+import { parseListen, serveRegistry } from "../registry/server.ts";
 
 /** Default locations on a node. */
 export const DEFAULTS = {
@@ -45,6 +48,8 @@ Flags:
   --once                    one full pass; exit 0 when converged, 1 with the reasons otherwise
   --provider aws            cloud provider (only aws)
   --ipv6-prefix PREFIX      the node's delegated Pod prefix (used by the dataplane)
+  --registry-listen ADDR    serve the loopback registry here (default ${REGISTRY_LISTEN});
+                            "off" disables it; not started with --once
 
 Example:
   podmin-agent run --bucket s3://my-cluster --cluster prod --nodegroup workers --once`,
@@ -60,6 +65,7 @@ Example:
     once: { type: "boolean", default: false },
     provider: { type: "string", default: "aws" },
     "ipv6-prefix": { type: "string" },
+    "registry-listen": { type: "string", default: REGISTRY_LISTEN },
   },
   async run(ctx) {
     const v = ctx.values as Record<string, string>;
@@ -105,8 +111,31 @@ Example:
       return 1;
     }
 
+    const abort = new AbortController();
+    if (v["registry-listen"] !== "off") {
+      const { hostname, port } = parseListen(v["registry-listen"]);
+      try {
+        serveRegistry({
+          reader: new ImageReader({ store }),
+          log: createLogger("registry"),
+          hostname,
+          port,
+          signal: abort.signal,
+        });
+      } catch (err) {
+        // The node's Pods keep running without the registry; deployments still converge.
+        log.error("registry not served", {
+          listen: v["registry-listen"],
+          error: (err as Error).message,
+        });
+      }
+    }
+
     let stopping = false;
-    const stop = () => (stopping = true);
+    const stop = () => {
+      stopping = true;
+      abort.abort();
+    };
     Deno.addSignalListener("SIGTERM", stop);
     Deno.addSignalListener("SIGINT", stop);
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });

@@ -3,6 +3,7 @@
 import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
 import { deployCommands } from "./deploy_commands.ts";
+import { imageCommands } from "./image_commands.ts";
 
 const version: Command = {
   name: "version",
@@ -20,6 +21,6 @@ export function programOf(): Program {
   return {
     name: "podmin",
     description: "podmin: run containers on AWS VMs with an S3 bucket as the control plane.",
-    commands: [...deployCommands, version],
+    commands: [...deployCommands, ...imageCommands, version],
   };
 }

@@ -1,0 +1,41 @@
+/** `podmin-agent registry`: the loopback registry alone (the agent's `run` also hosts it). */
+
+import { bucketUrl, type Command } from "../core/cli_kit.ts";
+import { createLogger } from "../core/log.ts";
+import { openStore } from "../core/store_url.ts";
+import { REGISTRY_LISTEN } from "../registry/defaults.ts";
+import { ImageReader } from "../registry/image_reader.ts";
+import { parseListen, serveRegistry } from "../registry/server.ts";
+
+const registry: Command = {
+  name: "registry",
+  summary: "serve the read-only OCI registry over the bucket (loopback)",
+  help: `Usage: podmin-agent registry --bucket URL [--listen HOST:PORT]
+
+Serves the pull side of the OCI distribution API for apps/ and mirror/
+repositories straight from the bucket. Every write and listing is refused.
+
+Flags:
+  --listen HOST:PORT   address to serve on (default ${REGISTRY_LISTEN}, loopback)`,
+  options: { listen: { type: "string", default: REGISTRY_LISTEN } },
+  async run(ctx) {
+    const { hostname, port } = parseListen(ctx.values.listen as string);
+    const store = openStore(bucketUrl(ctx), { region: ctx.values.region as string | undefined });
+    const log = createLogger("registry");
+    const abort = new AbortController();
+    Deno.addSignalListener("SIGTERM", () => abort.abort());
+    Deno.addSignalListener("SIGINT", () => abort.abort());
+    const server = serveRegistry({
+      reader: new ImageReader({ store }),
+      log,
+      hostname,
+      port,
+      signal: abort.signal,
+    });
+    await server.finished;
+    return 0;
+  },
+};
+
+/** The registry command. */
+export const registryCommands: Command[] = [registry];

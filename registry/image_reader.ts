@@ -1,0 +1,129 @@
+/**
+ * The read side of the image store: resolves tags and digests of `apps/` and
+ * `mirror/` repositories from the bucket. A tag costs one GET; objects
+ * addressed by digest are immutable and cached (bounded), so a repeated pull
+ * makes no extra metadata requests.
+ */
+
+import {
+  imageBlobKey,
+  imageManifestKey,
+  type ImageRepository,
+  imageTagKey,
+} from "../core/bucket_layout.ts";
+import { sha256Hex } from "../core/digest.ts";
+import { ValidationError } from "../core/errors.ts";
+import type { ByteRange, ObjectStore } from "../core/object_store.ts";
+import { isDigest, parseManifest } from "./manifest.ts";
+
+/** A manifest as served. */
+export interface ManifestContent {
+  bytes: Uint8Array;
+  mediaType: string;
+  digest: string;
+}
+
+/** Options of `ImageReader`. */
+export interface ImageReaderOptions {
+  store: ObjectStore;
+  /** Upper bound of cached manifest bytes (default 32 MiB). */
+  manifestCacheBytes?: number;
+  /** Upper bound of cached blob sizes (entries, default 100,000). */
+  blobCacheEntries?: number;
+}
+
+/** A small LRU map bounded by a weight function. */
+class Lru<V> {
+  #map = new Map<string, V>();
+  #weight = 0;
+  constructor(readonly limit: number, readonly weigh: (v: V) => number) {}
+  get(k: string): V | undefined {
+    const v = this.#map.get(k);
+    if (v !== undefined) {
+      this.#map.delete(k);
+      this.#map.set(k, v);
+    }
+    return v;
+  }
+  set(k: string, v: V): void {
+    const w = this.weigh(v);
+    if (w > this.limit) return;
+    const old = this.#map.get(k);
+    if (old !== undefined) {
+      this.#weight -= this.weigh(old);
+      this.#map.delete(k);
+    }
+    this.#map.set(k, v);
+    this.#weight += w;
+    for (const [key, val] of this.#map) {
+      if (this.#weight <= this.limit) break;
+      this.#map.delete(key);
+      this.#weight -= this.weigh(val);
+    }
+  }
+}
+
+/** Reads images from the bucket for the registry server. */
+export class ImageReader {
+  readonly #store: ObjectStore;
+  readonly #manifests: Lru<ManifestContent>;
+  readonly #blobSizes: Lru<number>;
+
+  constructor(options: ImageReaderOptions) {
+    this.#store = options.store;
+    this.#manifests = new Lru(
+      options.manifestCacheBytes ?? 32 * 1024 * 1024,
+      (m) => m.bytes.byteLength + 200,
+    );
+    this.#blobSizes = new Lru(options.blobCacheEntries ?? 100_000, () => 1);
+  }
+
+  /** Resolves a tag or digest reference to the manifest bytes. Throws NotFoundError. */
+  async manifest(repo: ImageRepository, reference: string): Promise<ManifestContent> {
+    if (isDigest(reference)) {
+      const cacheKey = `${imageManifestKey(repo, reference.slice(7))}`;
+      const cached = this.#manifests.get(cacheKey);
+      if (cached) return cached;
+      const got = await this.#store.get(cacheKey);
+      if (got.notModified) throw new Error("unreachable");
+      const content = this.#verify(got.body, got.info.contentType, reference);
+      this.#manifests.set(cacheKey, content);
+      return content;
+    }
+    // A tag is mutable: always one GET, which returns the manifest bytes themselves.
+    const got = await this.#store.get(imageTagKey(repo, reference));
+    if (got.notModified) throw new Error("unreachable");
+    return this.#verify(got.body, got.info.contentType);
+  }
+
+  #verify(bytes: Uint8Array, contentType: string | undefined, digest?: string): ManifestContent {
+    const actual = `sha256:${sha256Hex(bytes)}`;
+    if (digest && actual !== digest) {
+      throw new ValidationError(`stored manifest ${digest} has digest ${actual}`);
+    }
+    const parsed = parseManifest(bytes, contentType);
+    return { bytes, mediaType: parsed.mediaType, digest: actual };
+  }
+
+  /** The size of a blob (HEAD once, then cached: blobs are immutable). */
+  async blobSize(root: "apps" | "mirror", digest: string): Promise<number> {
+    const key = imageBlobKey(root, digest.slice(7));
+    const cached = this.#blobSizes.get(key);
+    if (cached !== undefined) return cached;
+    const info = await this.#store.head(key);
+    this.#blobSizes.set(key, info.size);
+    return info.size;
+  }
+
+  /** Streams a blob or a range of it (one GET, no HEAD). */
+  async blob(
+    root: "apps" | "mirror",
+    digest: string,
+    range?: ByteRange,
+  ): Promise<{ body: ReadableStream<Uint8Array>; size: number }> {
+    const key = imageBlobKey(root, digest.slice(7));
+    const { info, body } = await this.#store.getStream(key, { range });
+    this.#blobSizes.set(key, info.size);
+    return { body, size: info.size };
+  }
+}

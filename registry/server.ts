@@ -1,0 +1,240 @@
+/**
+ * The read-only OCI distribution server (pull side) over the bucket, hosted
+ * by the agent on loopback. Only `apps/` and `mirror/` repositories exist;
+ * every write method and every listing endpoint is refused, so the server
+ * never lists the bucket.
+ */
+
+import { type ImageRepository, parseImageRepository } from "../core/bucket_layout.ts";
+import { NotFoundError, PodminError, UnavailableError, ValidationError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { checkTag } from "../core/names.ts";
+import type { ByteRange } from "../core/object_store.ts";
+import type { ImageReader } from "./image_reader.ts";
+import { isDigest } from "./manifest.ts";
+
+/** OCI error body. */
+function ociError(
+  status: number,
+  code: string,
+  message: string,
+  headers: HeadersInit = {},
+): Response {
+  return new Response(JSON.stringify({ errors: [{ code, message }] }) + "\n", {
+    status,
+    headers: { "Content-Type": "application/json", ...headers },
+  });
+}
+
+const API_HEADERS = { "Docker-Distribution-API-Version": "registry/2.0" };
+
+/** Parses `Range: bytes=a-b` against a size. Returns null when unsatisfiable. */
+export function parseRange(header: string, size: number): ByteRange | null | undefined {
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === "" && m[2] === "")) return undefined; // not a single range we understand: whole body
+  let start: number, end: number;
+  if (m[1] === "") {
+    const suffix = Number(m[2]);
+    if (suffix === 0) return null;
+    start = Math.max(0, size - suffix);
+    end = size - 1;
+  } else {
+    start = Number(m[1]);
+    end = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1);
+  }
+  if (start >= size || end < start) return null;
+  return { start, end };
+}
+
+/** Options of `createRegistryHandler`. */
+export interface RegistryHandlerOptions {
+  reader: ImageReader;
+  log: Logger;
+}
+
+/** Builds the HTTP handler (usable with Deno.serve and in tests). */
+export function createRegistryHandler(
+  options: RegistryHandlerOptions,
+): (req: Request) => Promise<Response> {
+  const { reader, log } = options;
+  return async (req) => {
+    const url = new URL(req.url);
+    const path = decodeURIComponent(url.pathname);
+    const method = req.method;
+    try {
+      if (path === "/v2/" || path === "/v2") {
+        if (method !== "GET" && method !== "HEAD") return refused(method);
+        return new Response(method === "HEAD" ? null : "{}", {
+          headers: { ...API_HEADERS, "Content-Type": "application/json" },
+        });
+      }
+      if (!path.startsWith("/v2/")) return ociError(404, "NOT_FOUND", "not a registry API path");
+      const rest = path.slice(4);
+      if (rest === "_catalog" || rest.endsWith("/tags/list")) {
+        return ociError(
+          404,
+          "UNSUPPORTED",
+          "listing is not offered: this registry never lists its bucket",
+          API_HEADERS,
+        );
+      }
+      const m = rest.lastIndexOf("/manifests/");
+      const b = rest.lastIndexOf("/blobs/");
+      if (m < 0 && b < 0) return ociError(404, "NOT_FOUND", "unknown endpoint", API_HEADERS);
+      if (method !== "GET" && method !== "HEAD") return refused(method);
+      const isManifest = m > b;
+      const name = rest.slice(0, isManifest ? m : b);
+      const ref = rest.slice(isManifest ? m + "/manifests/".length : b + "/blobs/".length);
+      let repo: ImageRepository;
+      try {
+        repo = parseImageRepository(name);
+      } catch {
+        return ociError(
+          404,
+          "NAME_UNKNOWN",
+          `repository ${name} is not served (only apps/… and mirror/…)`,
+          API_HEADERS,
+        );
+      }
+      return isManifest
+        ? await manifest(repo, ref, method)
+        : await blob(repo, ref, method, req.headers.get("range"));
+    } catch (err) {
+      if (err instanceof UnavailableError) {
+        log.warn("bucket unavailable", { path, error: err.message });
+        return ociError(503, "UNAVAILABLE", "the image store is unavailable; retry", {
+          ...API_HEADERS,
+          "Retry-After": "1",
+        });
+      }
+      log.error("registry request failed", { path, error: (err as Error).message });
+      const message = err instanceof PodminError ? err.message : "internal error";
+      return ociError(500, "UNKNOWN", message, API_HEADERS);
+    }
+  };
+
+  async function manifest(repo: ImageRepository, ref: string, method: string): Promise<Response> {
+    if (!isDigest(ref)) {
+      if (ref.startsWith("sha256:") || ref.includes(":")) {
+        return ociError(400, "DIGEST_INVALID", `invalid digest ${ref}`, API_HEADERS);
+      }
+      try {
+        checkTag(ref);
+      } catch {
+        return ociError(404, "MANIFEST_UNKNOWN", `invalid tag ${ref}`, API_HEADERS);
+      }
+    }
+    let content;
+    try {
+      content = await reader.manifest(repo, ref);
+    } catch (err) {
+      if (err instanceof NotFoundError) {
+        return ociError(404, "MANIFEST_UNKNOWN", `manifest ${ref} not found`, API_HEADERS);
+      }
+      if (err instanceof ValidationError) {
+        log.error("corrupt manifest in the bucket", { ref, error: err.message });
+        return ociError(500, "MANIFEST_INVALID", "stored manifest failed validation", API_HEADERS);
+      }
+      throw err;
+    }
+    return new Response(method === "HEAD" ? null : content.bytes as Uint8Array<ArrayBuffer>, {
+      headers: {
+        ...API_HEADERS,
+        "Content-Type": content.mediaType,
+        "Content-Length": String(content.bytes.byteLength),
+        "Docker-Content-Digest": content.digest,
+        "ETag": `"${content.digest}"`,
+      },
+    });
+  }
+
+  async function blob(
+    repo: ImageRepository,
+    ref: string,
+    method: string,
+    range: string | null,
+  ): Promise<Response> {
+    if (!isDigest(ref)) {
+      return ociError(400, "DIGEST_INVALID", `invalid digest ${ref}`, API_HEADERS);
+    }
+    const headers: Record<string, string> = {
+      ...API_HEADERS,
+      "Content-Type": "application/octet-stream",
+      "Docker-Content-Digest": ref,
+      "Accept-Ranges": "bytes",
+      "ETag": `"${ref}"`,
+    };
+    try {
+      if (method === "HEAD" || range) {
+        const size = await reader.blobSize(repo.root, ref);
+        if (method === "HEAD") {
+          return new Response(null, { headers: { ...headers, "Content-Length": String(size) } });
+        }
+        const r = parseRange(range!, size);
+        if (r === null) {
+          return ociError(416, "BLOB_UNKNOWN", "range not satisfiable", {
+            ...headers,
+            "Content-Range": `bytes */${size}`,
+          });
+        }
+        if (r !== undefined) {
+          const { body } = await reader.blob(repo.root, ref, r);
+          return new Response(body, {
+            status: 206,
+            headers: {
+              ...headers,
+              "Content-Length": String(r.end! - r.start + 1),
+              "Content-Range": `bytes ${r.start}-${r.end}/${size}`,
+            },
+          });
+        }
+      }
+      const { body, size } = await reader.blob(repo.root, ref);
+      return new Response(body, { headers: { ...headers, "Content-Length": String(size) } });
+    } catch (err) {
+      if (err instanceof NotFoundError) {
+        return ociError(404, "BLOB_UNKNOWN", `blob ${ref} not found`, API_HEADERS);
+      }
+      throw err;
+    }
+  }
+}
+
+function refused(method: string): Response {
+  return ociError(
+    405,
+    "UNSUPPORTED",
+    `${method} is not allowed: this registry is read-only; push with 'podmin push'`,
+    {
+      ...API_HEADERS,
+      Allow: "GET, HEAD",
+    },
+  );
+}
+
+/** Options of `serveRegistry`. */
+export interface ServeRegistryOptions extends RegistryHandlerOptions {
+  hostname: string;
+  port: number;
+  signal?: AbortSignal;
+}
+
+/** Serves the registry until the signal aborts; resolves once listening. */
+export function serveRegistry(options: ServeRegistryOptions): Deno.HttpServer<Deno.NetAddr> {
+  return Deno.serve({
+    hostname: options.hostname,
+    port: options.port,
+    signal: options.signal,
+    onListen: ({ hostname, port }) => options.log.info("registry listening", { hostname, port }),
+  }, createRegistryHandler(options));
+}
+
+/** Parses `HOST:PORT` (IPv6 as `[::1]:PORT`). */
+export function parseListen(text: string): { hostname: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port < 0 || port > 65535) {
+    throw new ValidationError(`invalid listen address ${JSON.stringify(text)}: expected HOST:PORT`);
+  }
+  return { hostname: m[1] ?? m[2], port };
+}

@@ -1,0 +1,164 @@
+import assert from "node:assert/strict";
+import { FsStore } from "../core/fs_store.ts";
+import { silentLogger } from "../core/log.ts";
+import type { ObjectStore } from "../core/object_store.ts";
+import { writeOciLayout } from "../tests/fixtures/oci_image.ts";
+import { ImageReader } from "./image_reader.ts";
+import { openImageSource } from "./image_source.ts";
+import { writeImage } from "./image_writer.ts";
+import { createRegistryHandler, parseRange } from "./server.ts";
+
+/** Counts store calls by operation. */
+function counting(inner: ObjectStore) {
+  const calls: string[] = [];
+  const store: ObjectStore = {
+    url: inner.url,
+    get: (k, o) => (calls.push(`get ${k}`), inner.get(k, o)),
+    head: (k) => (calls.push(`head ${k}`), inner.head(k)),
+    put: (k, b, o) => (calls.push(`put ${k}`), inner.put(k, b, o)),
+    putStream: (k, b, o) => (calls.push(`putStream ${k}`), inner.putStream(k, b, o)),
+    getStream: (k, o) => (calls.push(`getStream ${k}`), inner.getStream(k, o)),
+    delete: (k, o) => (calls.push(`delete ${k}`), inner.delete(k, o)),
+    list: (p) => (calls.push(`list ${p}`), inner.list(p)),
+  };
+  return { store, calls };
+}
+
+async function setup() {
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-registry-unit-" });
+  const layout = `${tmp}/layout`;
+  const img = await writeOciLayout({
+    dir: layout,
+    ref: "1.0",
+    platforms: [{
+      arch: "amd64",
+      files: { "hello": new TextEncoder().encode("#!/bin/sh\necho hi\n") },
+    }],
+  });
+  const fs = new FsStore({ root: `${tmp}/bucket`, durable: false });
+  const source = await openImageSource(`oci:${layout}:1.0`);
+  const result = await writeImage({
+    store: fs,
+    source,
+    repo: { root: "apps", name: "hello" },
+    tag: "1.0",
+  });
+  const manifest = JSON.parse(
+    await Deno.readTextFile(`${layout}/blobs/sha256/${img.digest.slice(7)}`),
+  );
+  const { store, calls } = counting(fs);
+  const handler = createRegistryHandler({ reader: new ImageReader({ store }), log: silentLogger });
+  const req = (path: string, init?: RequestInit) =>
+    handler(new Request(`http://registry${path}`, init));
+  return { tmp, img, result, manifest, calls, req };
+}
+
+Deno.test("registry: manifests by tag and digest with the distribution headers", async () => {
+  const { tmp, img, req } = await setup();
+  try {
+    const base = await req("/v2/");
+    assert.equal(base.status, 200);
+    assert.equal(base.headers.get("docker-distribution-api-version"), "registry/2.0");
+    await base.body?.cancel();
+    for (const ref of ["1.0", img.digest]) {
+      const res = await req(`/v2/apps/hello/manifests/${ref}`);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get("content-type"), "application/vnd.oci.image.manifest.v1+json");
+      assert.equal(res.headers.get("docker-content-digest"), img.digest);
+      const body = new Uint8Array(await res.arrayBuffer());
+      assert.equal(res.headers.get("content-length"), String(body.byteLength));
+    }
+    const head = await req(`/v2/apps/hello/manifests/1.0`, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get("docker-content-digest"), img.digest);
+    assert.equal(await head.text(), "");
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+Deno.test("registry: blobs stream whole or by range; bad ranges are 416", async () => {
+  const { tmp, manifest, req } = await setup();
+  try {
+    const layer = manifest.layers[0];
+    const whole = new Uint8Array(
+      await (await req(`/v2/apps/hello/blobs/${layer.digest}`)).arrayBuffer(),
+    );
+    assert.equal(whole.byteLength, layer.size);
+    const part = await req(`/v2/apps/hello/blobs/${layer.digest}`, {
+      headers: { Range: "bytes=2-5" },
+    });
+    assert.equal(part.status, 206);
+    assert.equal(part.headers.get("content-range"), `bytes 2-5/${layer.size}`);
+    assert.deepEqual(new Uint8Array(await part.arrayBuffer()), whole.subarray(2, 6));
+    const bad = await req(`/v2/apps/hello/blobs/${layer.digest}`, {
+      headers: { Range: `bytes=${layer.size + 10}-` },
+    });
+    assert.equal(bad.status, 416);
+    assert.equal(bad.headers.get("content-range"), `bytes */${layer.size}`);
+    await bad.body?.cancel();
+    assert.deepEqual(parseRange("bytes=-3", 10), { start: 7, end: 9 });
+    assert.equal(parseRange("bytes=10-", 10), null);
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+Deno.test("registry: writes, listings and foreign repositories are refused with OCI errors", async () => {
+  const { tmp, req } = await setup();
+  try {
+    const cases: [string, RequestInit, number, string][] = [
+      ["/v2/apps/hello/manifests/1.0", { method: "PUT", body: "{}" }, 405, "UNSUPPORTED"],
+      ["/v2/apps/hello/blobs/uploads/", { method: "POST" }, 405, "UNSUPPORTED"],
+      ["/v2/apps/hello/manifests/1.0", { method: "DELETE" }, 405, "UNSUPPORTED"],
+      ["/v2/_catalog", {}, 404, "UNSUPPORTED"],
+      ["/v2/apps/hello/tags/list", {}, 404, "UNSUPPORTED"],
+      ["/v2/library/nginx/manifests/latest", {}, 404, "NAME_UNKNOWN"],
+      ["/v2/apps/../infra/manifests/x", {}, 404, "NAME_UNKNOWN"],
+      ["/v2/apps/hello/manifests/2.0", {}, 404, "MANIFEST_UNKNOWN"],
+      [`/v2/apps/hello/blobs/sha256:${"0".repeat(64)}`, {}, 404, "BLOB_UNKNOWN"],
+      ["/v2/apps/hello/blobs/sha256:xyz", {}, 400, "DIGEST_INVALID"],
+    ];
+    for (const [path, init, status, code] of cases) {
+      const res = await req(path, init);
+      assert.equal(res.status, status, `${init.method ?? "GET"} ${path}`);
+      const body = await res.json();
+      assert.equal(body.errors[0].code, code, path);
+    }
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+Deno.test("registry: a repeated pull makes no extra metadata requests (immutable objects cached)", async () => {
+  const { tmp, img, manifest, calls, req } = await setup();
+  try {
+    const pull = async () => {
+      for (
+        const path of [`/v2/apps/hello/manifests/1.0`, `/v2/apps/hello/manifests/${img.digest}`]
+      ) {
+        await (await req(path)).arrayBuffer();
+      }
+      for (const d of [manifest.config, ...manifest.layers]) {
+        await (await req(`/v2/apps/hello/blobs/${d.digest}`, { method: "HEAD" })).arrayBuffer();
+        await (await req(`/v2/apps/hello/blobs/${d.digest}`)).arrayBuffer();
+      }
+    };
+    await pull();
+    const first = calls.splice(0);
+    assert.ok(first.some((c) => c.startsWith("head ")), "the first pull HEADs blobs");
+    await pull();
+    const second = calls.splice(0);
+    assert.equal(second.filter((c) => c.startsWith("head ")).length, 0, `no HEAD: ${second}`);
+    assert.equal(
+      second.filter((c) => c.includes("_manifests")).length,
+      0,
+      "manifest by digest cached",
+    );
+    assert.equal(second.filter((c) => c.includes("_tags")).length, 1, "a tag is one GET");
+    assert.equal(second.filter((c) => c.startsWith("getStream")).length, 2, "blob bodies streamed");
+    assert.equal(second.filter((c) => c.startsWith("list")).length, 0);
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});

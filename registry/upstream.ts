@@ -1,0 +1,204 @@
+/**
+ * An upstream registry as an image source, over the OCI distribution API:
+ * anonymous bearer tokens (Docker Hub, registry.k8s.io, ghcr.io), bearer
+ * tokens with credentials, and basic auth.
+ */
+
+import { sha256Hex } from "../core/digest.ts";
+import {
+  NotFoundError,
+  PodminError,
+  UnavailableError,
+  UsageError,
+  ValidationError,
+} from "../core/errors.ts";
+import { checkRegistryHost, checkRepository, checkTag } from "../core/names.ts";
+import type { ImageSource, ManifestDoc } from "./image_source.ts";
+import { type Descriptor, isDigest } from "./manifest.ts";
+import { MANIFEST_TYPES } from "./media_types.ts";
+
+/** A parsed upstream reference. */
+export interface UpstreamRef {
+  /** The registry as written in references (`docker.io`, `registry.k8s.io`). */
+  registry: string;
+  repository: string;
+  tag?: string;
+  digest?: string;
+}
+
+/**
+ * Parses `[REGISTRY/]REPO[:TAG][@DIGEST]` the way Docker does: a first
+ * component with a dot, a colon or `localhost` is a registry; otherwise the
+ * registry is docker.io, and a one-component repository gets `library/`.
+ */
+export function parseUpstreamRef(text: string): UpstreamRef {
+  const hint = "e.g. registry.k8s.io/pause:3.10, nginx:1.27 or ghcr.io/org/app@sha256:…";
+  let rest = text.trim();
+  let digest: string | undefined;
+  const at = rest.indexOf("@");
+  if (at >= 0) {
+    digest = rest.slice(at + 1);
+    rest = rest.slice(0, at);
+    if (!isDigest(digest)) {
+      throw new UsageError(`invalid digest in ${JSON.stringify(text)}`, { hint });
+    }
+  }
+  const slash = rest.indexOf("/");
+  const first = slash < 0 ? "" : rest.slice(0, slash);
+  let registry = "docker.io";
+  if (first && (first.includes(".") || first.includes(":") || first === "localhost")) {
+    registry = first;
+    rest = rest.slice(slash + 1);
+  }
+  let tag: string | undefined;
+  const colon = rest.lastIndexOf(":");
+  if (colon >= 0) {
+    tag = rest.slice(colon + 1);
+    rest = rest.slice(0, colon);
+  }
+  if (registry === "index.docker.io" || registry === "registry-1.docker.io") registry = "docker.io";
+  if (registry === "docker.io" && !rest.includes("/")) rest = `library/${rest}`;
+  if (!tag && !digest) tag = "latest";
+  try {
+    checkRegistryHost(registry);
+    checkRepository(rest);
+    if (tag) checkTag(tag);
+  } catch (err) {
+    throw new UsageError(
+      `invalid image reference ${JSON.stringify(text)}: ${(err as Error).message}`,
+      { hint },
+    );
+  }
+  return { registry, repository: rest, tag, digest };
+}
+
+/** Options of `UpstreamSource`. */
+export interface UpstreamOptions {
+  ref: UpstreamRef;
+  /** `user:password` for basic auth or the token service. */
+  credentials?: string;
+  /** Use http:// instead of https:// (local test registries). */
+  plainHttp?: boolean;
+  fetch?: typeof fetch;
+}
+
+/** Pulls manifests and blobs from an upstream registry. */
+export class UpstreamSource implements ImageSource {
+  readonly name: string;
+  readonly #o: UpstreamOptions;
+  readonly #base: string;
+  #auth?: string;
+
+  constructor(options: UpstreamOptions) {
+    this.#o = options;
+    const { registry, repository } = options.ref;
+    const host = registry === "docker.io" ? "registry-1.docker.io" : registry;
+    this.#base = `${options.plainHttp ? "http" : "https"}://${host}/v2/${repository}`;
+    this.name = `${registry}/${repository}`;
+  }
+
+  async root(): Promise<ManifestDoc> {
+    const ref = this.#o.ref.digest ?? this.#o.ref.tag!;
+    return await this.#manifest(ref, this.#o.ref.digest);
+  }
+
+  manifest(d: Descriptor): Promise<ManifestDoc> {
+    return this.#manifest(d.digest, d.digest);
+  }
+
+  async #manifest(reference: string, expected?: string): Promise<ManifestDoc> {
+    const res = await this.#get(`${this.#base}/manifests/${reference}`, {
+      Accept: MANIFEST_TYPES.join(", "),
+    });
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const digest = `sha256:${sha256Hex(bytes)}`;
+    if (expected && digest !== expected) {
+      throw new ValidationError(`${this.name}: manifest ${expected} arrived with digest ${digest}`);
+    }
+    const mediaType = (res.headers.get("content-type") ?? "").split(";")[0].trim();
+    return { bytes, mediaType, digest };
+  }
+
+  async blob(d: Descriptor): Promise<ReadableStream<Uint8Array>> {
+    const res = await this.#get(`${this.#base}/blobs/${d.digest}`, {});
+    return res.body!;
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  async #get(url: string, headers: Record<string, string>): Promise<Response> {
+    const f = this.#o.fetch ?? fetch;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      let res: Response;
+      try {
+        res = await f(url, {
+          headers: this.#auth ? { ...headers, Authorization: this.#auth } : headers,
+        });
+      } catch (err) {
+        throw new UnavailableError(`${this.name}: ${(err as Error).message}`, {
+          hint: "check the network path to the upstream registry",
+        });
+      }
+      if (res.status === 401 && attempt === 0) {
+        await res.body?.cancel();
+        this.#auth = await this.#authorize(res.headers.get("www-authenticate") ?? "");
+        continue;
+      }
+      if (res.ok) return res;
+      await res.body?.cancel();
+      if (res.status === 404) {
+        throw new NotFoundError(`${url.replace(/^https?:\/\//, "")} not found upstream`);
+      }
+      if (res.status === 401 || res.status === 403) {
+        throw new PodminError(`${this.name}: access denied (${res.status})`, {
+          hint: "pass --creds USER:PASSWORD (or PODMIN_MIRROR_CREDS) for private images",
+        });
+      }
+      if (res.status >= 500 || res.status === 429) {
+        throw new UnavailableError(`${this.name}: upstream answered ${res.status}`);
+      }
+      throw new PodminError(`${this.name}: upstream answered ${res.status} for ${url}`);
+    }
+    throw new PodminError(`${this.name}: authorization failed`);
+  }
+
+  /** Answers a WWW-Authenticate challenge (Bearer token service or Basic). */
+  async #authorize(challenge: string): Promise<string> {
+    const creds = this.#o.credentials;
+    const basic = creds ? `Basic ${btoa(creds)}` : undefined;
+    const scheme = challenge.split(" ")[0].toLowerCase();
+    if (scheme === "basic") {
+      if (!basic) {
+        throw new PodminError(`${this.name} needs credentials`, {
+          hint: "pass --creds USER:PASSWORD",
+        });
+      }
+      return basic;
+    }
+    if (scheme !== "bearer") {
+      throw new PodminError(
+        `${this.name}: unsupported auth challenge ${JSON.stringify(challenge)}`,
+      );
+    }
+    const params: Record<string, string> = {};
+    for (const m of challenge.slice(7).matchAll(/(\w+)="([^"]*)"/g)) params[m[1]] = m[2];
+    if (!params.realm) throw new PodminError(`${this.name}: bearer challenge without realm`);
+    const url = new URL(params.realm);
+    if (params.service) url.searchParams.set("service", params.service);
+    url.searchParams.set("scope", params.scope ?? `repository:${this.#o.ref.repository}:pull`);
+    const f = this.#o.fetch ?? fetch;
+    const res = await f(url, { headers: basic ? { Authorization: basic } : {} });
+    if (!res.ok) {
+      await res.body?.cancel();
+      throw new PodminError(`${this.name}: token service answered ${res.status}`, {
+        hint: "check --creds, or whether the image is public",
+      });
+    }
+    const body = await res.json() as { token?: string; access_token?: string };
+    const token = body.token ?? body.access_token;
+    if (!token) throw new PodminError(`${this.name}: token service returned no token`);
+    return `Bearer ${token}`;
+  }
+}

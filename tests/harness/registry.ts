@@ -1,0 +1,69 @@
+/** Starts `podmin-agent registry` as a subprocess on a free loopback port. */
+
+import { freePort } from "./moto.ts";
+import { waitFor } from "./programs.ts";
+
+const root = new URL("../../", import.meta.url).pathname;
+
+/** A running registry. */
+export interface RunningRegistry {
+  /** `127.0.0.1:PORT` */
+  address: string;
+  stop(): Promise<string>;
+}
+
+/** Starts the agent's registry for a bucket URL and waits until it answers. */
+export async function startRegistry(bucketUrl: string): Promise<RunningRegistry> {
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      `${root}agent/main.ts`,
+      "registry",
+      "--bucket",
+      bucketUrl,
+      "--listen",
+      address,
+    ],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  await waitFor("the registry", async () => {
+    try {
+      const res = await fetch(`http://${address}/v2/`);
+      await res.body?.cancel();
+      return res.ok;
+    } catch {
+      return false;
+    }
+  });
+  return {
+    address,
+    async stop() {
+      child.kill("SIGTERM");
+      const out = await child.output();
+      return new TextDecoder().decode(out.stderr);
+    },
+  };
+}
+
+/** Runs a command and returns its output; throws with stderr on failure. */
+export async function run(
+  cmd: string,
+  args: string[],
+  env?: Record<string, string>,
+): Promise<string> {
+  const out = await new Deno.Command(cmd, { args, env, stdout: "piped", stderr: "piped" }).output();
+  const dec = new TextDecoder();
+  if (!out.success) {
+    throw new Error(
+      `${cmd} ${args.join(" ")} exited ${out.code}:\n${dec.decode(out.stderr)}${
+        dec.decode(out.stdout)
+      }`,
+    );
+  }
+  return dec.decode(out.stdout);
+}
