@@ -32,7 +32,7 @@ testWith(
     await m.reset();
     const bucket = `s3://${await m.createBucket()}`;
     const tmp = await Deno.makeTempDir({ prefix: "podmin-skopeo-" });
-    const registry = { stop: async () => "" } as Awaited<ReturnType<typeof startRegistry>>;
+    let registry: Awaited<ReturnType<typeof startRegistry>> | undefined;
     try {
       const hello = await staticHello("hello from podmin", tmp);
       const single = await writeOciLayout({
