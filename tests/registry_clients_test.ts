@@ -59,8 +59,8 @@ testWith(
       );
       await pushed(bucket, `oci:${tmp}/multi:2.0`, "apps/multi:2.0");
 
-      Object.assign(registry, await startRegistry(bucket));
-      const ref = (r: string) => `docker://${registry.address}/${r}`;
+      registry = await startRegistry(bucket);
+      const ref = (r: string) => `docker://${registry!.address}/${r}`;
       const tls = "--tls-verify=false";
 
       // Inspect by tag and by digest; the raw manifest hashes to the source digest.
@@ -137,7 +137,7 @@ testWith(
       ]);
       assert.equal(badTarget.code, 2);
     } finally {
-      await registry.stop();
+      await registry?.stop();
       await Deno.remove(tmp, { recursive: true });
     }
   },
