@@ -5,7 +5,7 @@ import { UsageError } from "../core/errors.ts";
 import { formatBytes } from "../core/progress.ts";
 import { openStore } from "../core/store_url.ts";
 import { parseImageRepository } from "../core/bucket_layout.ts";
-import { checkTag } from "../core/names.ts";
+import { checkTag, mirrorHostComponent } from "../core/names.ts";
 import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
 import { openImageSource } from "../registry/image_source.ts";
 import { writeImage, type WriteImageResult } from "../registry/image_writer.ts";
@@ -80,7 +80,8 @@ const mirror: Command = {
     `Usage: podmin mirror UPSTREAM-REF [--arch amd64,arm64] [--creds USER:PASSWORD] [--plain-http]
 
 Copies an image from an upstream registry (Docker Hub, registry.k8s.io,
-ghcr.io, …) into mirror/<registry>/<repository>. For multi-platform images the
+ghcr.io, …) into mirror/<registry>/<repository> (a registry port is written
+as _PORT: localhost:5000 → mirror/localhost_5000/…). For multi-platform images the
 index is stored unchanged (so digest-pinned references keep working) together
 with the linux manifests of the selected architectures.
 
@@ -115,7 +116,8 @@ Example:
       credentials: (ctx.values.creds as string | undefined) ?? Deno.env.get("PODMIN_MIRROR_CREDS"),
       plainHttp: ctx.values["plain-http"] as boolean,
     });
-    const repo = parseImageRepository(`mirror/${ref.registry}/${ref.repository}`);
+    const path = `mirror/${mirrorHostComponent(ref.registry)}/${ref.repository}`;
+    const repo = parseImageRepository(path);
     const r = await writeImage({
       store: storeOf(ctx),
       source,
@@ -124,7 +126,7 @@ Example:
       platforms: arches.map((a) => `linux/${a}`),
       log: ctx.err,
     });
-    const name = `${REGISTRY_HOSTNAME}/mirror/${ref.registry}/${ref.repository}`;
+    const name = `${REGISTRY_HOSTNAME}/${path}`;
     summary(ctx, ref.tag ? `${name}:${ref.tag}` : `${name}@${r.digest}`, r);
   },
 };

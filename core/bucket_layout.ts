@@ -9,11 +9,11 @@
 import { ValidationError } from "./errors.ts";
 import {
   checkClusterId,
+  checkMirrorHost,
   checkNamespace,
   checkNodeGroup,
   checkNodeId,
   checkObjectName,
-  checkRegistryHost,
   checkRepository,
   checkSha256Hex,
   checkTag,
@@ -109,7 +109,7 @@ export const INFRA_STATE = "infra/terraform.tfstate";
 export interface ImageRepository {
   /** The image store root: "apps" or "mirror". */
   root: "apps" | "mirror";
-  /** For mirror/: the original registry host. */
+  /** For mirror/: the original registry host, a port written as `_PORT` (`mirrorHostComponent`). */
   registry?: string;
   /** The repository path inside the root (and registry). */
   name: string;
@@ -124,7 +124,7 @@ export function parseImageRepository(path: string): ImageRepository {
   if (root === "mirror" && rest.length >= 2) {
     return {
       root,
-      registry: checkRegistryHost(rest[0]),
+      registry: checkMirrorHost(rest[0]),
       name: checkRepository(rest.slice(1).join("/")),
     };
   }
@@ -135,7 +135,7 @@ export function parseImageRepository(path: string): ImageRepository {
 
 function repositoryPrefix(repo: ImageRepository): string {
   if (repo.root === "apps") return `apps/${checkRepository(repo.name)}`;
-  return `mirror/${checkRegistryHost(repo.registry)}/${checkRepository(repo.name)}`;
+  return `mirror/${checkMirrorHost(repo.registry)}/${checkRepository(repo.name)}`;
 }
 
 /** A content-addressed blob (layer or config), shared by all repositories of one root. */

@@ -112,6 +112,25 @@ export function checkRegistryHost(value: unknown): string {
   return value;
 }
 
+const MIRROR_HOST = /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(_[0-9]{1,5})?$/;
+
+/**
+ * The upstream registry as it appears in `mirror/` repository paths: the host,
+ * with a port written as `_PORT` (`localhost:5000` → `localhost_5000`), because
+ * `:` may not appear in an OCI repository name and `_` never appears in a host.
+ */
+export function mirrorHostComponent(registryHost: string): string {
+  return checkRegistryHost(registryHost).replace(":", "_");
+}
+
+/** Checks a `mirror/` host component (see `mirrorHostComponent`). */
+export function checkMirrorHost(value: unknown): string {
+  if (typeof value !== "string" || value.length > 253 || !MIRROR_HOST.test(value)) {
+    fail("mirror registry", value, "expected a lower-case HOST or HOST_PORT");
+  }
+  return value;
+}
+
 /** An EC2 instance id or another node id used in agent-written keys. */
 export function checkNodeId(value: unknown): string {
   if (typeof value !== "string" || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(value)) {

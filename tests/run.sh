@@ -3,9 +3,10 @@
 # tests/). Ends with a plain "N passed, N failed" line. Under CI=true any test
 # ignored for a missing tool or missing root counts as a failure.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 bash tests/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+export PATH="${PODMIN_TEST_BIN:-/opt/podmin-test/bin}:$PATH"
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -10,6 +10,11 @@ have() { command -v "$1" >/dev/null 2>&1; }
 declare -A debs=(
   [curl]=curl
   [jq]=jq
+  [gcc]=gcc
+  [skopeo]=skopeo
+  [containerd]=containerd
+  [runc]=runc
+  [htpasswd]=apache2-utils
 )
 for tool in "${!debs[@]}"; do have "$tool" || missing+=("${debs[$tool]}"); done
 
@@ -28,3 +33,27 @@ if ! python3 -c 'import moto.server, flask_cors' >/dev/null 2>&1; then
   echo "setup: installing moto[server]"
   python3 -m pip install --quiet --disable-pip-version-check 'moto[server]>=5.1'
 fi
+
+# Registry peers built from the Go module proxy (pinned), into $PODMIN_TEST_BIN
+# (tests/run.sh puts it on PATH): the OCI distribution-spec conformance suite
+# and the CNCF distribution registry (an upstream for `podmin mirror`).
+PODMIN_TEST_BIN=${PODMIN_TEST_BIN:-/opt/podmin-test/bin}
+declare -A gotools=(
+  [oci-conformance]="github.com/opencontainers/distribution-spec/conformance@v0.0.0-20260831232431-97274622c111:conformance"
+  [distribution-registry]="github.com/distribution/distribution/v3/cmd/registry@v3.1.2:registry"
+)
+for tool in "${!gotools[@]}"; do
+  [[ -x "$PODMIN_TEST_BIN/$tool" ]] && continue
+  if ! have go; then
+    echo "setup: go is missing; cannot build $tool" >&2
+    continue
+  fi
+  spec=${gotools[$tool]}
+  module=${spec%:*} binary=${spec##*:}
+  echo "setup: building $tool from $module"
+  build=$(mktemp -d)
+  GOBIN="$build" GOFLAGS=-mod=mod go install "$module"
+  mkdir -p "$PODMIN_TEST_BIN"
+  mv "$build/$binary" "$PODMIN_TEST_BIN/$tool"
+  rm -rf "$build"
+done
