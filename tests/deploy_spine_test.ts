@@ -96,6 +96,8 @@ function node(tmp: string, name: string) {
       path.join(base, "tls"),
       "--state-dir",
       path.join(base, "state"),
+      "--registry-listen",
+      "off",
     ],
     state: path.join(base, "state"),
   };

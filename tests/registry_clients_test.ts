@@ -9,8 +9,8 @@ import * as path from "node:path";
 import { renderHostsToml } from "../registry/containerd_hosts.ts";
 import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
 import { staticHello, writeOciLayout } from "./fixtures/oci_image.ts";
-import { moto } from "./harness/moto.ts";
-import { podmin } from "./harness/programs.ts";
+import { freePort, moto } from "./harness/moto.ts";
+import { podmin, spawnAgent, waitFor } from "./harness/programs.ts";
 import { run, startRegistry } from "./harness/registry.ts";
 import { testWith } from "./harness/requirements.ts";
 
@@ -213,5 +213,55 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
     await registry?.stop();
     await new Deno.Command("umount", { args: ["-R", `${tmp}/state`] }).output().catch(() => {});
     await Deno.remove(tmp, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("registry [filesystem]: the agent's run hosts the registry on --registry-listen", async () => {
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-agent-registry-" });
+  const port = await freePort();
+  const bucket = `file://${tmp}/bucket`;
+  const enc = new TextEncoder();
+  const img = await writeOciLayout({
+    dir: `${tmp}/img`,
+    ref: "1",
+    platforms: [{ arch: "amd64", files: { a: enc.encode("a") } }],
+  });
+  await pushed(bucket, `oci:${tmp}/img:1`, "apps/hosted:1");
+  const child = spawnAgent([
+    "run",
+    "--bucket",
+    bucket,
+    "--cluster",
+    "test",
+    "--nodegroup",
+    "workers",
+    "--manifest-dir",
+    `${tmp}/manifests`,
+    "--secrets-dir",
+    `${tmp}/secrets`,
+    "--tls-dir",
+    `${tmp}/tls`,
+    "--state-dir",
+    `${tmp}/state`,
+    "--registry-listen",
+    `127.0.0.1:${port}`,
+  ]);
+  try {
+    let res: Response | undefined;
+    await waitFor("the hosted registry", async () => {
+      try {
+        res = await fetch(`http://127.0.0.1:${port}/v2/apps/hosted/manifests/1`);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+    assert.equal(res!.status, 200);
+    assert.equal(res!.headers.get("docker-content-digest"), img.digest);
+    await res!.body?.cancel();
+  } finally {
+    child.kill("SIGTERM");
+    await child.output();
+    await Deno.remove(tmp, { recursive: true });
   }
 });

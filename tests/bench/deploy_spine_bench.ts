@@ -94,6 +94,8 @@ try {
     path.join(d, "state"),
     "--interval",
     `${ms}ms`,
+    "--registry-listen",
+    "off",
   ];
   const child = spawnAgent(agentArgs(bucket, dir, POLL_MS));
   const manifest = path.join(dir, "manifests", "podmin_default_web.json");
