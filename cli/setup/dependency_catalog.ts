@@ -1,0 +1,91 @@
+/**
+ * The catalogue of pinned node dependencies: what `podmin setup` publishes
+ * into `dependencies/` for each architecture. Upstream files are pinned by
+ * URL, version and sha256; Podmin's own files (the agent binary, the vmconfig
+ * archive) are produced locally and digested when setup runs.
+ */
+
+import { ValidationError } from "../../core/errors.ts";
+import { type Architecture, ARCHITECTURES } from "../../core/dependency_manifest.ts";
+
+/** One pinned file of the catalogue. */
+export interface CatalogEntry {
+  name: string;
+  version: string;
+  arch: Architecture;
+  /** Upstream download URL (https). */
+  url: string;
+  sha256: string;
+  /** Byte size when the pin states it; checked on download. */
+  size?: number;
+}
+
+/** A catalogue file (JSON): `{ "dependencies": CatalogEntry[] }`. */
+export interface Catalog {
+  dependencies: CatalogEntry[];
+}
+
+/** Validates a catalogue read from a file or embedded. */
+export function parseCatalog(doc: unknown, where = "catalogue"): Catalog {
+  const c = doc as Catalog;
+  if (c === null || typeof c !== "object" || !Array.isArray(c.dependencies)) {
+    throw new ValidationError(`${where}: expected {"dependencies": [...]}`);
+  }
+  const seen = new Set<string>();
+  const dependencies = c.dependencies.map((e, i) => {
+    const at = `${where}: dependencies[${i}]`;
+    if (e === null || typeof e !== "object") throw new ValidationError(`${at}: not an object`);
+    if (!/^[a-z0-9][a-z0-9.-]{0,62}$/.test(e.name)) {
+      throw new ValidationError(`${at}: invalid name`);
+    }
+    if (typeof e.version !== "string" || !/^[A-Za-z0-9][A-Za-z0-9.+_-]{0,62}$/.test(e.version)) {
+      throw new ValidationError(`${at}: invalid version`);
+    }
+    if (!(ARCHITECTURES as readonly string[]).includes(e.arch)) {
+      throw new ValidationError(`${at}: arch must be amd64 or arm64`);
+    }
+    let url: URL;
+    try {
+      url = new URL(e.url);
+    } catch {
+      throw new ValidationError(`${at}: invalid url`);
+    }
+    if (url.protocol !== "https:" && url.protocol !== "http:") {
+      throw new ValidationError(`${at}: url must be http(s)`);
+    }
+    if (!/^[0-9a-f]{64}$/.test(e.sha256)) {
+      throw new ValidationError(`${at}: sha256 must be 64 hex digits`);
+    }
+    if (e.size !== undefined && (!Number.isSafeInteger(e.size) || e.size <= 0)) {
+      throw new ValidationError(`${at}: bad size`);
+    }
+    const id = `${e.name}/${e.arch}`;
+    if (seen.has(id)) throw new ValidationError(`${at}: ${id} listed twice`);
+    seen.add(id);
+    return {
+      name: e.name,
+      version: e.version,
+      arch: e.arch,
+      url: e.url,
+      sha256: e.sha256,
+      size: e.size,
+    };
+  });
+  return { dependencies };
+}
+
+/** Reads a catalogue JSON file. */
+export async function readCatalogFile(path: string): Promise<Catalog> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (err) {
+    throw new ValidationError(`cannot read catalogue ${path}: ${(err as Error).message}`);
+  }
+  try {
+    return parseCatalog(JSON.parse(text), path);
+  } catch (err) {
+    if (err instanceof SyntaxError) throw new ValidationError(`${path}: not JSON: ${err.message}`);
+    throw err;
+  }
+}

@@ -1,0 +1,40 @@
+import assert from "node:assert/strict";
+import { parseCatalog } from "./dependency_catalog.ts";
+import { DEFAULT_CATALOG } from "./default_catalog.ts";
+
+Deno.test("catalogue: the embedded default pins every node component for both architectures", () => {
+  const c = parseCatalog(DEFAULT_CATALOG, "default catalogue");
+  for (const arch of ["amd64", "arm64"]) {
+    const names = c.dependencies.filter((d) => d.arch === arch).map((d) => d.name).sort();
+    assert.deepEqual(names, ["cni-plugins", "containerd", "crictl", "kubelet", "runc"], arch);
+  }
+  for (const d of c.dependencies) {
+    assert.ok(d.url.startsWith("https://"), d.url);
+    assert.ok(d.url.includes(d.version), `${d.url} names its version`);
+    assert.ok(d.url.includes(d.arch), `${d.url} names its architecture`);
+  }
+});
+
+Deno.test("catalogue: malformed pins are rejected", () => {
+  const good = {
+    name: "runc",
+    version: "1.3.3",
+    arch: "amd64",
+    url: "https://x/runc",
+    sha256: "a".repeat(64),
+  };
+  assert.throws(
+    () => parseCatalog({ dependencies: [{ ...good, sha256: "abc" }] }),
+    /sha256 must be 64 hex/,
+  );
+  assert.throws(
+    () => parseCatalog({ dependencies: [{ ...good, arch: "s390x" }] }),
+    /arch must be amd64 or arm64/,
+  );
+  assert.throws(() => parseCatalog({ dependencies: [good, good] }), /runc\/amd64 listed twice/);
+  assert.throws(
+    () => parseCatalog({ dependencies: [{ ...good, url: "ftp://x" }] }),
+    /url must be http/,
+  );
+  assert.throws(() => parseCatalog({ deps: [] }), /expected \{"dependencies"/);
+});

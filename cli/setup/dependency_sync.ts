@@ -1,0 +1,226 @@
+/**
+ * Publishing node dependencies: compare the wanted set with the published
+ * `dependencies/manifest.json`, fetch (cache) and upload only the files it
+ * lacks, then write the complete manifest LAST with a conditional write. A
+ * killed setup leaves the previous manifest (and so every running node's view)
+ * intact; two racing setups never produce a mixed manifest: the loser fails.
+ */
+
+import { DEPENDENCY_MANIFEST, dependencyBlobKey } from "../../core/bucket_layout.ts";
+import {
+  type Architecture,
+  type DependencyEntry,
+  type DependencyManifest,
+  emptyDependencyManifest,
+  parseDependencyManifest,
+  sameDependencies,
+  serializeDependencyManifest,
+} from "../../core/dependency_manifest.ts";
+import { sha256Hex } from "../../core/digest.ts";
+import { NotFoundError, PodminError, PreconditionFailedError } from "../../core/errors.ts";
+import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { progress } from "../../core/progress.ts";
+import type { Catalog } from "./dependency_catalog.ts";
+import type { DependencyCache } from "./dependency_cache.ts";
+
+/** A file Podmin produces itself (agent binary, vmconfig archive). */
+export interface LocalDependency {
+  name: string;
+  version: string;
+  arch: Architecture;
+  bytes: Uint8Array;
+}
+
+/** One wanted file and what setup does with it. */
+export interface PlannedDependency {
+  name: string;
+  version: string;
+  arch: Architecture;
+  sha256: string;
+  size?: number;
+  source: string;
+  /** `published`: the manifest already lists this digest; `upload`: it must be stored. */
+  action: "published" | "upload";
+}
+
+/** The wanted set against the published manifest. */
+export interface DependencyPlan {
+  items: PlannedDependency[];
+  current: DependencyManifest;
+  /** ETag of the published manifest; undefined when absent (or not read: dry run). */
+  etag?: string;
+}
+
+/** Builds the wanted set for the architectures in use. */
+export function wantedDependencies(options: {
+  catalog: Catalog;
+  local: LocalDependency[];
+  architectures: Architecture[];
+}): Omit<PlannedDependency, "action">[] {
+  const wanted: Omit<PlannedDependency, "action">[] = [];
+  for (const arch of options.architectures) {
+    for (const e of options.catalog.dependencies.filter((d) => d.arch === arch)) {
+      wanted.push({
+        name: e.name,
+        version: e.version,
+        arch,
+        sha256: e.sha256,
+        size: e.size,
+        source: e.url,
+      });
+    }
+    for (const l of options.local.filter((d) => d.arch === arch)) {
+      wanted.push({
+        name: l.name,
+        version: l.version,
+        arch,
+        sha256: sha256Hex(l.bytes),
+        size: l.bytes.byteLength,
+        source: "built by podmin",
+      });
+    }
+  }
+  return wanted;
+}
+
+/** Compares the wanted set with a manifest. */
+export function planAgainst(
+  wanted: Omit<PlannedDependency, "action">[],
+  current: DependencyManifest,
+  etag?: string,
+): DependencyPlan {
+  const items = wanted.map((w) => {
+    const published = current.architectures[w.arch]?.find((e) => e.name === w.name);
+    const same = published?.sha256 === w.sha256;
+    return {
+      ...w,
+      size: same ? published!.size : w.size,
+      action: same ? "published" as const : "upload" as const,
+    };
+  });
+  return { items, current, etag };
+}
+
+/** Reads the published manifest and plans against it. */
+export async function planDependencies(
+  store: ObjectStore,
+  wanted: Omit<PlannedDependency, "action">[],
+): Promise<DependencyPlan> {
+  const got = await getIfExists(store, DEPENDENCY_MANIFEST);
+  const current = got ? parseDependencyManifest(got.body) : emptyDependencyManifest();
+  return planAgainst(wanted, current, got?.info.etag);
+}
+
+/** What publishing did. */
+export interface PublishResult {
+  manifest: DependencyManifest;
+  uploadedFiles: number;
+  uploadedBytes: number;
+  cacheReused: number;
+  cacheDownloaded: number;
+  manifestWritten: boolean;
+}
+
+/** Options of `publishDependencies`. */
+export interface PublishOptions {
+  store: ObjectStore;
+  cache: DependencyCache;
+  plan: DependencyPlan;
+  local: LocalDependency[];
+  log?: (line: string) => void;
+}
+
+/** Fetches, uploads and finally publishes the manifest (conditional write). */
+export async function publishDependencies(options: PublishOptions): Promise<PublishResult> {
+  const { store, cache, plan } = options;
+  const log = options.log ?? (() => {});
+  const result: PublishResult = {
+    manifest: plan.current,
+    uploadedFiles: 0,
+    uploadedBytes: 0,
+    cacheReused: 0,
+    cacheDownloaded: 0,
+    manifestWritten: false,
+  };
+  const entries = new Map<Architecture, DependencyEntry[]>();
+  for (const item of plan.items) {
+    let size = item.size;
+    if (item.action === "upload") {
+      const label = `${item.name} ${item.version} ${item.arch}`;
+      let file: string;
+      const local = options.local.find((l) => l.name === item.name && l.arch === item.arch);
+      if (local) {
+        file = await cache.put(local.bytes, item.sha256);
+        size = local.bytes.byteLength;
+      } else {
+        const got = await cache.ensure({
+          sha256: item.sha256,
+          url: item.source,
+          size: item.size,
+          label,
+        });
+        file = got.path;
+        size = got.size;
+        if (got.outcome === "reused") result.cacheReused++;
+        else result.cacheDownloaded++;
+      }
+      const key = dependencyBlobKey(item.sha256);
+      let stored = false;
+      try {
+        stored = (await store.head(key)).size === size;
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+      }
+      if (!stored) {
+        const bar = progress(`upload ${label}`, size, { write: log });
+        await store.putStream(key, (await Deno.open(file)).readable, {
+          sha256: item.sha256,
+          size,
+          contentType: "application/octet-stream",
+          onProgress: (n) => bar.update(n),
+        });
+        bar.done();
+        result.uploadedFiles++;
+        result.uploadedBytes += size!;
+      }
+    }
+    const list = entries.get(item.arch) ?? [];
+    list.push({
+      name: item.name,
+      version: item.version,
+      sha256: item.sha256,
+      size: size!,
+      key: dependencyBlobKey(item.sha256),
+    });
+    entries.set(item.arch, list);
+  }
+  const next: DependencyManifest = {
+    ...plan.current,
+    generation: plan.current.generation + 1,
+    architectures: Object.fromEntries(entries),
+  };
+  if (sameDependencies(next, plan.current)) return result;
+  try {
+    await store.put(
+      DEPENDENCY_MANIFEST,
+      serializeDependencyManifest(next),
+      plan.etag
+        ? { ifMatch: plan.etag, contentType: "application/json" }
+        : { ifNoneMatch: "*", contentType: "application/json" },
+    );
+  } catch (err) {
+    if (err instanceof PreconditionFailedError) {
+      throw new PodminError(
+        `${DEPENDENCY_MANIFEST} changed while this setup ran (another setup?)`,
+        {
+          hint: "nothing was published by this run; run setup again once the other one finished",
+          cause: err,
+        },
+      );
+    }
+    throw err;
+  }
+  result.manifest = next;
+  result.manifestWritten = true;
+  return result;
+}
