@@ -4,6 +4,7 @@ import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
 import { deployCommands } from "./deploy_commands.ts";
 import { imageCommands } from "./image_commands.ts";
+import { teardownCommands } from "./setup/teardown_commands.ts";
 
 const version: Command = {
   name: "version",
@@ -21,6 +22,6 @@ export function programOf(): Program {
   return {
     name: "podmin",
     description: "podmin: run containers on AWS VMs with an S3 bucket as the control plane.",
-    commands: [...deployCommands, ...imageCommands, version],
+    commands: [...deployCommands, ...imageCommands, ...teardownCommands(), version],
   };
 }
