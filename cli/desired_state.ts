@@ -78,6 +78,39 @@ async function putImmutable(store: ObjectStore, key: string, bytes: Uint8Array):
   }
 }
 
+/** The CAS loop over deployments/index.json. */
+function updateDeploymentIndex(
+  store: ObjectStore,
+  mutate: (current: DeploymentIndex) => DeploymentIndex | undefined,
+) {
+  return casUpdate<DeploymentIndex>({
+    store,
+    key: DEPLOYMENT_INDEX,
+    parse: parseDeploymentIndex,
+    serialize: serializeDeploymentIndex,
+    empty: emptyDeploymentIndex,
+    contentType: JSON_TYPE,
+    mutate,
+  });
+}
+
+/** The CAS loop over services/index.json; `empty` decides the range of a new index. */
+function updateServiceIndex(
+  store: ObjectStore,
+  empty: () => ServiceIndex,
+  mutate: (current: ServiceIndex) => ServiceIndex | undefined,
+) {
+  return casUpdate<ServiceIndex>({
+    store,
+    key: SERVICE_INDEX,
+    parse: parseServiceIndex,
+    serialize: serializeServiceIndex,
+    empty,
+    contentType: JSON_TYPE,
+    mutate,
+  });
+}
+
 /** Applies resources idempotently; unchanged objects cause no write at all. */
 export async function applyResources(options: ApplyOptions): Promise<Change[]> {
   const { store } = options;
@@ -116,31 +149,21 @@ export async function applyResources(options: ApplyOptions): Promise<Change[]> {
     const dirty = planned.filter((p) => p.action !== "unchanged");
     if (dirty.length && !options.dryRun) {
       for (const p of dirty) await putImmutable(store, deploymentSpecKey(p.sha256), p.bytes);
-      await casUpdate<DeploymentIndex>({
-        store,
-        key: DEPLOYMENT_INDEX,
-        parse: parseDeploymentIndex,
-        serialize: serializeDeploymentIndex,
-        empty: emptyDeploymentIndex,
-        contentType: JSON_TYPE,
-        mutate(current) {
-          let changed = false;
-          const next = [...current.deployments];
-          for (const { entry } of dirty) {
-            const i = next.findIndex((e) =>
-              e.namespace === entry.namespace && e.name === entry.name
-            );
-            if (i >= 0 && next[i].spec === entry.spec && next[i].nodeGroup === entry.nodeGroup) {
-              continue;
-            }
-            if (i >= 0) next[i] = entry;
-            else next.push(entry);
-            changed = true;
+      await updateDeploymentIndex(store, (current) => {
+        let changed = false;
+        const next = [...current.deployments];
+        for (const { entry } of dirty) {
+          const i = next.findIndex((e) => e.namespace === entry.namespace && e.name === entry.name);
+          if (i >= 0 && next[i].spec === entry.spec && next[i].nodeGroup === entry.nodeGroup) {
+            continue;
           }
-          return changed
-            ? { ...current, generation: current.generation + 1, deployments: next }
-            : undefined;
-        },
+          if (i >= 0) next[i] = entry;
+          else next.push(entry);
+          changed = true;
+        }
+        return changed
+          ? { ...current, generation: current.generation + 1, deployments: next }
+          : undefined;
       });
     }
   }
@@ -180,37 +203,29 @@ export async function applyResources(options: ApplyOptions): Promise<Change[]> {
     const dirty = planned.filter((p) => p.action !== "unchanged");
     if (dirty.length && !options.dryRun) {
       for (const p of dirty) await putImmutable(store, serviceSpecKey(p.sha256), p.bytes);
-      const result = await casUpdate<ServiceIndex>({
-        store,
-        key: SERVICE_INDEX,
-        parse: parseServiceIndex,
-        serialize: serializeServiceIndex,
-        empty,
-        contentType: JSON_TYPE,
-        mutate(current) {
-          let changed = false;
-          const next: ServiceIndex = { ...current, services: [...current.services] };
-          for (const p of dirty) {
-            const spec = `sha256:${p.sha256}`;
-            const i = next.services.findIndex((e) =>
-              e.namespace === p.s.metadata.namespace && e.name === p.s.metadata.name
-            );
-            if (i >= 0 && next.services[i].spec === spec) continue;
-            const vip = i >= 0
-              ? next.services[i].vip
-              : allocateVip(next, p.s.metadata.namespace, p.s.metadata.name);
-            const entry: ServiceEntry = {
-              namespace: p.s.metadata.namespace,
-              name: p.s.metadata.name,
-              spec,
-              vip,
-            };
-            if (i >= 0) next.services[i] = entry;
-            else next.services.push(entry);
-            changed = true;
-          }
-          return changed ? { ...next, generation: current.generation + 1 } : undefined;
-        },
+      const result = await updateServiceIndex(store, empty, (current) => {
+        let changed = false;
+        const next: ServiceIndex = { ...current, services: [...current.services] };
+        for (const p of dirty) {
+          const spec = `sha256:${p.sha256}`;
+          const i = next.services.findIndex((e) =>
+            e.namespace === p.s.metadata.namespace && e.name === p.s.metadata.name
+          );
+          if (i >= 0 && next.services[i].spec === spec) continue;
+          const vip = i >= 0
+            ? next.services[i].vip
+            : allocateVip(next, p.s.metadata.namespace, p.s.metadata.name);
+          const entry: ServiceEntry = {
+            namespace: p.s.metadata.namespace,
+            name: p.s.metadata.name,
+            spec,
+            vip,
+          };
+          if (i >= 0) next.services[i] = entry;
+          else next.services.push(entry);
+          changed = true;
+        }
+        return changed ? { ...next, generation: current.generation + 1 } : undefined;
       });
       for (const p of dirty) {
         p.change.vip = result.value.services.find((e) =>
@@ -238,42 +253,26 @@ export async function deleteResource(options: {
   const match = (e: { namespace: string; name: string }) =>
     e.namespace === namespace && e.name === name;
   if (kind === "Deployment") {
-    await casUpdate<DeploymentIndex>({
-      store,
-      key: DEPLOYMENT_INDEX,
-      parse: parseDeploymentIndex,
-      serialize: serializeDeploymentIndex,
-      empty: emptyDeploymentIndex,
-      contentType: JSON_TYPE,
-      mutate(current) {
-        found = current.deployments.some(match);
-        if (!found) return undefined;
-        return {
-          ...current,
-          generation: current.generation + 1,
-          deployments: current.deployments.filter((e) => !match(e)),
-        };
-      },
+    await updateDeploymentIndex(store, (current) => {
+      found = current.deployments.some(match);
+      if (!found) return undefined;
+      return {
+        ...current,
+        generation: current.generation + 1,
+        deployments: current.deployments.filter((e) => !match(e)),
+      };
     });
   } else {
     const existing = await readServiceIndex(store);
     if (existing) {
-      await casUpdate<ServiceIndex>({
-        store,
-        key: SERVICE_INDEX,
-        parse: parseServiceIndex,
-        serialize: serializeServiceIndex,
-        empty: () => emptyServiceIndex(existing.serviceCIDR),
-        contentType: JSON_TYPE,
-        mutate(current) {
-          found = current.services.some(match);
-          if (!found) return undefined;
-          return {
-            ...current,
-            generation: current.generation + 1,
-            services: current.services.filter((e) => !match(e)),
-          };
-        },
+      await updateServiceIndex(store, () => emptyServiceIndex(existing.serviceCIDR), (current) => {
+        found = current.services.some(match);
+        if (!found) return undefined;
+        return {
+          ...current,
+          generation: current.generation + 1,
+          services: current.services.filter((e) => !match(e)),
+        };
       });
     }
   }

@@ -133,16 +133,7 @@ export class S3Store implements ObjectStore {
         }),
       );
       return { etag: out.ETag ?? "" };
-    }).catch((err) => {
-      // S3 answers If-Match on an absent key with 404: to a CAS loop that is a lost race.
-      if (err instanceof NotFoundError && options.ifMatch !== undefined) {
-        throw new PreconditionFailedError(`${key} does not exist (If-Match ${options.ifMatch})`, {
-          key,
-          cause: err,
-        });
-      }
-      throw err;
-    });
+    }).catch((err) => lostRaceOnAbsent(err, key, options.ifMatch));
   }
 
   async putStream(
@@ -242,16 +233,7 @@ export class S3Store implements ObjectStore {
       await this.client.send(
         new DeleteObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: options.ifMatch }),
       );
-    }).catch((err) => {
-      // As for put: If-Match on an absent key is a lost race, not a missing object.
-      if (err instanceof NotFoundError && options.ifMatch !== undefined) {
-        throw new PreconditionFailedError(`${key} does not exist (If-Match ${options.ifMatch})`, {
-          key,
-          cause: err,
-        });
-      }
-      throw err;
-    });
+    }).catch((err) => lostRaceOnAbsent(err, key, options.ifMatch));
   }
 
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
@@ -332,6 +314,20 @@ function verify(hash: Sha256Counter, options: PutStreamOptions, key: string): vo
       });
     }
   }
+}
+
+/**
+ * S3 answers If-Match on an absent key with 404; to a conditional writer that
+ * is a lost race, so it becomes PreconditionFailedError. Always throws.
+ */
+function lostRaceOnAbsent(err: unknown, key: string, ifMatch: string | undefined): never {
+  if (err instanceof NotFoundError && ifMatch !== undefined) {
+    throw new PreconditionFailedError(`${key} does not exist (If-Match ${ifMatch})`, {
+      key,
+      cause: err,
+    });
+  }
+  throw err;
 }
 
 function httpStatus(err: unknown): number | undefined {
