@@ -15,6 +15,11 @@ declare -A debs=(
   [containerd]=containerd
   [runc]=runc
   [htpasswd]=apache2-utils
+  [shellcheck]=shellcheck
+  [bats]=bats
+  [nft]=nftables
+  [ip]=iproute2
+  [/usr/lib/cni/ptp]=containernetworking-plugins
 )
 for tool in "${!debs[@]}"; do have "$tool" || missing+=("${debs[$tool]}"); done
 

@@ -26,7 +26,9 @@ const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 /** n random bytes (getRandomValues gives at most 64 KiB per call). */
 function randomBytes(n: number): Uint8Array {
   const out = new Uint8Array(n);
-  for (let off = 0; off < n; off += 65536) crypto.getRandomValues(out.subarray(off, Math.min(n, off + 65536)));
+  for (let off = 0; off < n; off += 65536) {
+    crypto.getRandomValues(out.subarray(off, Math.min(n, off + 65536)));
+  }
   return out;
 }
 

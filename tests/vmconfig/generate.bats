@@ -1,0 +1,146 @@
+#!/usr/bin/env bats
+# Generators of vmconfig/lib/generate.sh: output parsed by real parsers and tools.
+
+load helpers
+
+setup() {
+  load_libs
+  new_root
+}
+
+SANDBOX=registry.podmin.internal/mirror/registry.k8s.io/pause:3.10
+
+# toml FILE EXPR: evaluates a Python expression over the parsed TOML document `d`.
+toml() {
+  python3 -c 'import sys, tomllib; d = tomllib.load(open(sys.argv[1], "rb")); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+@test "containerd 1.6 gets schema 2, loaded by the real containerd" {
+  gen_containerd_config 1.6.20 "$SANDBOX" 998 >"$BATS_TEST_TMPDIR/c.toml"
+  [ "$(toml "$BATS_TEST_TMPDIR/c.toml" 'd["version"]')" = 2 ]
+  [ "$(toml "$BATS_TEST_TMPDIR/c.toml" 'd["plugins"]["io.containerd.grpc.v1.cri"]["sandbox_image"]')" = "$SANDBOX" ]
+  [ "$(toml "$BATS_TEST_TMPDIR/c.toml" 'd["grpc"]["gid"]')" = 998 ]
+  run grep -c use_local_image_pull "$BATS_TEST_TMPDIR/c.toml"
+  [ "$output" = 0 ]
+  if command -v containerd >/dev/null; then
+    run containerd --config "$BATS_TEST_TMPDIR/c.toml" config dump
+    [ "$status" -eq 0 ]
+    [[ $output == *"sandbox_image = \"$SANDBOX\""* ]]
+    [[ $output == *'config_path = "/etc/containerd/certs.d"'* ]]
+  fi
+}
+
+@test "containerd 2.0 gets schema 3 without use_local_image_pull" {
+  gen_containerd_config v2.0.5 "$SANDBOX" 998 >"$BATS_TEST_TMPDIR/c.toml"
+  [ "$(toml "$BATS_TEST_TMPDIR/c.toml" 'd["version"]')" = 3 ]
+  [ "$(toml "$BATS_TEST_TMPDIR/c.toml" '"use_local_image_pull" in d["plugins"]["io.containerd.cri.v1.images"]')" = False ]
+  [ "$(toml "$BATS_TEST_TMPDIR/c.toml" 'd["plugins"]["io.containerd.cri.v1.runtime"]["cni"]["bin_dir"]')" = /opt/cni/bin ]
+}
+
+@test "containerd 2.1 pulls through hosts.toml: use_local_image_pull = true, pinned sandbox" {
+  gen_containerd_config 2.1.4 "$SANDBOX" 998 >"$BATS_TEST_TMPDIR/c.toml"
+  f=$BATS_TEST_TMPDIR/c.toml
+  [ "$(toml "$f" 'd["version"]')" = 3 ]
+  [ "$(toml "$f" 'd["plugins"]["io.containerd.cri.v1.images"]["use_local_image_pull"]')" = True ]
+  [ "$(toml "$f" 'd["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"]')" = "$SANDBOX" ]
+  [ "$(toml "$f" 'd["plugins"]["io.containerd.cri.v1.images"]["registry"]["config_path"]')" = /etc/containerd/certs.d ]
+  [ "$(toml "$f" 'd["plugins"]["io.containerd.cri.v1.runtime"]["cni"]["bin_dirs"]')" = "['/opt/cni/bin']" ]
+  [ "$(toml "$f" 'd["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"]')" = True ]
+}
+
+@test "containerd older than 1.6 or an unparsable version is refused" {
+  run gen_containerd_config 1.5.9 "$SANDBOX" 998
+  [ "$status" -ne 0 ]
+  run gen_containerd_config latest "$SANDBOX" 998
+  [ "$status" -ne 0 ]
+}
+
+@test "hosts.toml sends the registry hostname to the loopback registry, pull and resolve only" {
+  gen_hosts_toml registry.podmin.internal 127.0.0.1 5000 >"$BATS_TEST_TMPDIR/h.toml"
+  [ "$(toml "$BATS_TEST_TMPDIR/h.toml" 'd["server"]')" = http://127.0.0.1:5000 ]
+  [ "$(toml "$BATS_TEST_TMPDIR/h.toml" 'd["host"]["http://127.0.0.1:5000"]["capabilities"]')" = "['pull', 'resolve']" ]
+  gen_hosts_toml registry.podmin.internal ::1 5443 >"$BATS_TEST_TMPDIR/h6.toml"
+  [ "$(toml "$BATS_TEST_TMPDIR/h6.toml" 'd["server"]')" = 'http://[::1]:5443' ]
+}
+
+@test "crictl.yaml selects Podmin's containerd socket" {
+  run gen_crictl_yaml
+  [[ $output == *"runtime-endpoint: unix:///run/containerd/containerd.sock"* ]]
+  [[ $output == *"image-endpoint: unix:///run/containerd/containerd.sock"* ]]
+}
+
+@test "kubelet config: standalone, static Pods, 200m/224Mi reserved, allocatable enforced, PodInfoAPI" {
+  run gen_kubelet_config
+  [[ $output == *"staticPodPath: /etc/podmin/manifests"* ]]
+  [[ $output == *$'systemReserved:\n  cpu: 200m\n  memory: 224Mi'* ]]
+  [[ $output == *$'enforceNodeAllocatable:\n  - pods'* ]]
+  [[ $output == *$'featureGates:\n  PodInfoAPI: true'* ]]
+  [[ $output != *kubeconfig* && $output != *server:* ]]
+}
+
+@test "CNI conflist: ptp + host-local over the delegated prefix, accepted by the real plugins" {
+  gen_cni_conflist 2600:1f18:4b2:aa00:1234::/80 >"$BATS_TEST_TMPDIR/c.conflist"
+  [ "$(jq -r '.plugins[0].type' "$BATS_TEST_TMPDIR/c.conflist")" = ptp ]
+  [ "$(jq -r '.plugins[0].ipam.type' "$BATS_TEST_TMPDIR/c.conflist")" = host-local ]
+  [ "$(jq -r '.plugins[0].ipam.ranges[0][0].subnet' "$BATS_TEST_TMPDIR/c.conflist")" = 2600:1f18:4b2:aa00:1234::/80 ]
+  [ "$(jq -r '.plugins[0].ipMasq' "$BATS_TEST_TMPDIR/c.conflist")" = false ]
+  [ "$(jq -r '[.plugins[].type] | index("bridge")' "$BATS_TEST_TMPDIR/c.conflist")" = null ]
+  if [[ -x /usr/lib/cni/ptp ]]; then
+    conf=$(jq -c '.plugins[0] + {name: .name, cniVersion: .cniVersion}' "$BATS_TEST_TMPDIR/c.conflist")
+    run env CNI_COMMAND=VERSION /usr/lib/cni/ptp <<<"$conf"
+    [ "$status" -eq 0 ]
+    [ "$(jq -r '.supportedVersions | index("1.0.0") != null' <<<"$output")" = true ]
+  fi
+}
+
+@test "SSM Agent config uses dual-stack endpoints" {
+  run gen_ssm_config eu-west-1
+  [ "$(jq -r .Agent.UseDualStackEndpoint <<<"$output")" = true ]
+  [ "$(jq -r .Agent.Region <<<"$output")" = eu-west-1 ]
+}
+
+@test "NAT64 blocked ranges: every non-global IPv4 range, embedded in the prefix" {
+  mapfile -t cidrs < <(nat64_blocked_cidrs 2001:db8:64::/96)
+  [ "${#cidrs[@]}" -eq 15 ]
+  for c in "${cidrs[@]}"; do
+    is_ipv6_cidr "$c" 96 128
+    ipv6_cidr_within "$c" 2001:db8:64::/96
+  done
+  [[ " ${cidrs[*]} " == *" 2001:db8:64:0:0:0:a9fe:0/112 "* ]] # 169.254.0.0/16
+  [[ " ${cidrs[*]} " == *" 2001:db8:64:0:0:0:a00:0/104 "* ]]  # 10.0.0.0/8
+}
+
+@test "NAT ruleset: filters run at raw priority before translation; NAT64 off means no NAT64 rules" {
+  declare -A c=([DETECTED_DEFAULT_INTERFACE]=ens5 [NAT_METRICS_INTERFACE]=ens6
+    [NAT_IPV4_SOURCE_CIDRS]="10.0.0.0/16,10.1.0.0/16" [NAT64_ENABLED]=true
+    [NAT64_PREFIX]=64:ff9b::/96 [NAT64_SOURCE_IPV6_CIDRS]=2600:1f18::/56)
+  run gen_nat_ruleset c
+  [[ $output == *"elements = { 10.0.0.0/16, 10.1.0.0/16 }"* ]]
+  [[ $output == *"priority raw;"* ]]
+  [[ $output == *"ip6 daddr 64:ff9b::/96 ip6 saddr != @nat64_sources counter name nat64_denied_source drop"* ]]
+  [[ $output == *'oifname "ens5" masquerade'* ]]
+  [[ $output == *'iifname "ens6" counter name metrics_rx_packets'* ]]
+  c[NAT64_ENABLED]=false
+  run gen_nat_ruleset c
+  [[ $output != *nat64* ]]
+}
+
+@test "NAT sysctl carries the conntrack maximum" {
+  run gen_nat_sysctl 262144
+  [[ $output == *"net.netfilter.nf_conntrack_max = 262144"* ]]
+  [[ $output == *"net.ipv4.ip_forward = 1"* ]]
+}
+
+@test "put_file is idempotent and atomic; it refuses to write through a symlink" {
+  echo hello | put_file /etc/podmin/x.conf root podmin 0640
+  [ "$(stat -c '%u:%g %a' "$PODMIN_ROOT/etc/podmin/x.conf")" = "0:998 640" ]
+  run put_file /etc/podmin/x.conf root podmin 0640 <<<hello
+  [ "$status" -eq 1 ] # unchanged
+  echo other | put_file /etc/podmin/x.conf root podmin 0640
+  [ "$(cat "$PODMIN_ROOT/etc/podmin/x.conf")" = other ]
+  ln -s /tmp "$PODMIN_ROOT/etc/evil"
+  run put_file /etc/evil/x.conf root root 0644 <<<x
+  [ "$status" -ne 0 ]
+  [ ! -e /tmp/x.conf ] || [ "$(cat /tmp/x.conf)" != x ]
+  [ -z "$(find "$PODMIN_ROOT/etc/podmin" -name '.*')" ] # no temporary files left
+}

@@ -1,0 +1,130 @@
+/**
+ * A small IMDSv2 emulator for vmconfig's boot tests, on 127.0.0.1: session tokens (PUT
+ * /latest/api/token; GETs without the token get 401), instance identity, the instance role's
+ * credentials (`testing`/`testing`), and per-ENI network metadata. It also answers the one EC2
+ * call bootstrap makes, `AssignIpv6Addresses` with `Ipv6PrefixCount=1` (moto does not model IPv6
+ * prefixes): the request must be SigV4-signed with the role credentials, and the prefix then
+ * appears in the ENI's metadata, as on EC2.
+ */
+
+/** One ENI as the metadata shows it. */
+export interface EmulatedEni {
+  mac: string;
+  deviceNumber: number;
+  interfaceId: string;
+  ipv6s: string[];
+  /** The delegated prefix; absent until assigned. */
+  ipv6Prefix?: string;
+  /** What AssignIpv6Addresses delegates. */
+  prefixToAssign?: string;
+}
+
+export interface ImdsOptions {
+  instanceId: string;
+  availabilityZone: string;
+  roleName?: string;
+  enis: EmulatedEni[];
+  /** Called before a prefix is assigned; returns a violation message or undefined. */
+  beforeAssign?: (eni: EmulatedEni) => Promise<string | undefined>;
+}
+
+export interface Imds {
+  endpoint: string;
+  /** Every request: "METHOD PATH". */
+  requests: string[];
+  /** Problems the emulator saw (unsigned EC2 call, assignment too early, …). */
+  violations: string[];
+  /** When AssignIpv6Addresses was answered (ms since epoch), if it was. */
+  assignedAt?: number;
+  close(): Promise<void>;
+}
+
+const TOKEN = "AQAEAEmulatedTokenForPodminTests==";
+export const ROLE_TOKEN = "IQoJb3JpZ2luX2VjEPodminTestSessionToken+/=";
+
+export function startImds(o: ImdsOptions): Imds {
+  const role = o.roleName ?? "podmin-node";
+  const state: Imds = {
+    endpoint: "",
+    requests: [],
+    violations: [],
+    close: async () => {},
+  };
+  const text = (body: string, status = 200) =>
+    new Response(body, { status, headers: { "content-type": "text/plain" } });
+
+  const handler = async (req: Request): Promise<Response> => {
+    const url = new URL(req.url);
+    state.requests.push(`${req.method} ${url.pathname}`);
+    if (req.method === "PUT" && url.pathname === "/latest/api/token") {
+      if (!req.headers.get("x-aws-ec2-metadata-token-ttl-seconds")) return text("", 400);
+      return text(TOKEN);
+    }
+    if (req.method === "POST" && url.pathname === "/") return await ec2(req);
+    if (req.method !== "GET") return text("", 405);
+    if (req.headers.get("x-aws-ec2-metadata-token") !== TOKEN) return text("", 401);
+    const p = url.pathname.replace(/^\/latest\//, "");
+    const md: Record<string, string> = {
+      "meta-data/instance-id": o.instanceId,
+      "meta-data/placement/availability-zone": o.availabilityZone,
+      "meta-data/iam/security-credentials/": `${role}`,
+      [`meta-data/iam/security-credentials/${role}`]: JSON.stringify({
+        Code: "Success",
+        Type: "AWS-HMAC",
+        AccessKeyId: "testing",
+        SecretAccessKey: "testing",
+        Token: ROLE_TOKEN,
+        Expiration: new Date(Date.now() + 6 * 3600_000).toISOString(),
+      }),
+      "meta-data/network/interfaces/macs/": o.enis.map((e) => `${e.mac}/`).join("\n"),
+    };
+    for (const e of o.enis) {
+      const base = `meta-data/network/interfaces/macs/${e.mac}/`;
+      md[`${base}device-number`] = String(e.deviceNumber);
+      md[`${base}interface-id`] = e.interfaceId;
+      if (e.ipv6s.length) md[`${base}ipv6s`] = e.ipv6s.join("\n");
+      if (e.ipv6Prefix) md[`${base}ipv6-prefix`] = e.ipv6Prefix;
+    }
+    const body = md[p];
+    return body === undefined ? text("Not Found", 404) : text(body);
+  };
+
+  const ec2 = async (req: Request): Promise<Response> => {
+    const form = new URLSearchParams(await req.text());
+    const auth = req.headers.get("authorization") ?? "";
+    if (!/^AWS4-HMAC-SHA256 Credential=testing\/\d{8}\/[a-z0-9-]+\/ec2\/aws4_request,/.test(auth)) {
+      state.violations.push(`EC2 call not SigV4-signed with the role credentials: ${auth}`);
+      return text(
+        "<Response><Errors><Error><Code>AuthFailure</Code></Error></Errors></Response>",
+        401,
+      );
+    }
+    if (req.headers.get("x-amz-security-token") !== ROLE_TOKEN) {
+      state.violations.push("EC2 call without the role's session token");
+      return text("", 403);
+    }
+    const eni = o.enis.find((e) => e.interfaceId === form.get("NetworkInterfaceId"));
+    if (
+      form.get("Action") !== "AssignIpv6Addresses" || !eni || form.get("Ipv6PrefixCount") !== "1"
+    ) {
+      state.violations.push(`unexpected EC2 call ${form.toString()}`);
+      return text("", 400);
+    }
+    const problem = await o.beforeAssign?.(eni);
+    if (problem) state.violations.push(problem);
+    eni.ipv6Prefix = eni.prefixToAssign;
+    state.assignedAt = Date.now();
+    return new Response(
+      `<AssignIpv6AddressesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">` +
+        `<networkInterfaceId>${eni.interfaceId}</networkInterfaceId>` +
+        `<assignedIpv6PrefixSet><item>${eni.ipv6Prefix}</item></assignedIpv6PrefixSet>` +
+        `</AssignIpv6AddressesResponse>`,
+      { headers: { "content-type": "text/xml" } },
+    );
+  };
+
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, handler);
+  state.endpoint = `http://127.0.0.1:${server.addr.port}`;
+  state.close = () => server.shutdown();
+  return state;
+}

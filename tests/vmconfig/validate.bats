@@ -1,0 +1,243 @@
+#!/usr/bin/env bats
+# Validators and the strict env-file reader of vmconfig/lib/validate.sh.
+
+load helpers
+
+setup() {
+  load_libs
+  new_root
+}
+
+@test "booleans are exactly true or false" {
+  is_bool true
+  is_bool false
+  for v in True FALSE yes no 1 0 '' 'true ' ' false' 'true\n'; do
+    run is_bool "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+}
+
+@test "control characters are detected" {
+  for v in $'a\tb' $'a\rb' $'a\nb' $'\e[0m' $'x\x7f' $'\x01'; do
+    has_control_chars "$v" || { echo "missed: [$v]"; false; }
+  done
+  run has_control_chars 'plain value with spaces, = and "quotes"'
+  [ "$status" -ne 0 ]
+}
+
+@test "paths must be absolute and normalized" {
+  for p in / /opt /opt/podmin/etc/mutable.env /a-b/c.d; do is_abs_path "$p"; done
+  for p in '' relative/path ./x /a//b /a/./b /a/../b /a/b/ /a/.. /a/. $'/a\tb' '//'; do
+    run is_abs_path "$p"
+    [ "$status" -ne 0 ] || { echo "accepted: [$p]"; false; }
+  done
+}
+
+@test "symlinks below the root are refused" {
+  mkdir -p "$PODMIN_ROOT/real"
+  ln -s real "$PODMIN_ROOT/link"
+  no_symlink_below_root /real/file
+  run no_symlink_below_root /link/file
+  [ "$status" -ne 0 ]
+  [[ $output == *"refusing symlink: /link"* ]]
+  ln -s /etc/passwd "$PODMIN_ROOT/real/file"
+  run no_symlink_below_root /real/file
+  [ "$status" -ne 0 ]
+}
+
+@test "IPv6 addresses and prefixes" {
+  [ "$(ipv6_hex 64:ff9b::10.0.0.1)" = 0064ff9b00000000000000000a000001 ]
+  [ "$(ipv6_hex 2600:1F18::1)" = 26001f18000000000000000000000001 ]
+  for a in 1::2::3 :1:2:3:4:5:6:7 1:2:3:4:5:6:7:8: 1:2:3:4:5:6:7:8:9 12345:: fe80::1%eth0 ::g ''; do
+    run ipv6_hex "$a"
+    [ "$status" -ne 0 ] || { echo "accepted: [$a]"; false; }
+  done
+  is_ipv6_cidr 2600:1f18:4b2:aa00:1234::/80
+  is_ipv6_cidr 64:ff9b::/96 96 96
+  run is_ipv6_cidr 64:ff9b::/64 96 96
+  [ "$status" -ne 0 ]
+  run is_ipv6_cidr 2600:1f18:4b2:aa00:1234::1/80 # host bits set
+  [ "$status" -ne 0 ]
+  run is_ipv6_cidr 2600:1f18::/129
+  [ "$status" -ne 0 ]
+  ipv6_cidr_within 64:ff9b::a00:0/104 64:ff9b::/96
+  run ipv6_cidr_within 64:ff9c::a00:0/104 64:ff9b::/96
+  [ "$status" -ne 0 ]
+  run ipv6_cidr_within 64:ff9b::/64 64:ff9b::/96
+  [ "$status" -ne 0 ]
+}
+
+@test "IPv4 addresses and CIDRs" {
+  is_ipv4_cidr 10.0.0.0/16
+  is_ipv4_cidr 0.0.0.0/0
+  for c in 10.0.0.1/16 10.0.0.0/33 010.0.0.0/8 10.0.0/8 256.0.0.0/8 10.0.0.0 10.0.0.0/08; do
+    run is_ipv4_cidr "$c"
+    [ "$status" -ne 0 ] || { echo "accepted: [$c]"; false; }
+  done
+}
+
+@test "typed values: lists, ranges, names, images, loopback" {
+  check_type list:ipv4_cidr 10.0.0.0/16,192.168.0.0/24
+  for v in '10.0.0.0/16,' ',10.0.0.0/16' '10.0.0.0/16,,10.1.0.0/16' '10.0.0.0/16, 10.1.0.0/16' ''; do
+    run check_type list:ipv4_cidr "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+  check_type uint:1024:67108864 262144
+  for v in 1023 067108864 67108865 -1 1e6 ''; do
+    run check_type uint:1024:67108864 "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+  check_type image registry.podmin.internal/mirror/registry.k8s.io/pause:3.10
+  run check_type image Registry.podmin.internal/mirror/pause:3.10
+  [ "$status" -ne 0 ]
+  check_type loopback_ip 127.0.0.1
+  check_type loopback_ip ::1
+  run check_type loopback_ip 10.0.0.5
+  [ "$status" -ne 0 ]
+  check_type iface ens5
+  for v in a/b eth0:1 0123456789abcdef .. ''; do
+    run check_type iface "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+  check_type duration 2s
+  run check_type duration 0s
+  [ "$status" -ne 0 ]
+}
+
+write_mutable() { put /opt/podmin/etc/mutable.env "$1"; }
+
+@test "env files: a valid file is read, comments and blank lines skipped" {
+  write_mutable '# comment\n\nKUBE_LOG_LEVEL=3\nAGENT_INTERVAL=5s\nSSM_AGENT_ENABLED=false\n'
+  declare -A got=()
+  env_read /opt/podmin/etc/mutable.env schema_mutable node got
+  [ "${got[KUBE_LOG_LEVEL]}" = 3 ]
+  [ "${got[SSM_AGENT_ENABLED]}" = false ]
+  env_defaults schema_mutable node got
+  [ "${got[LOCAL_REGISTRY_PORT]}" = 5000 ]
+  [ "${got[AGENT_INTERVAL]}" = 5s ]
+}
+
+@test "env files: a last line without newline is read" {
+  write_mutable 'KUBE_LOG_LEVEL=3'
+  declare -A got=()
+  env_read /opt/podmin/etc/mutable.env schema_mutable node got
+  [ "${got[KUBE_LOG_LEVEL]}" = 3 ]
+}
+
+@test "env files: unknown keys are rejected" {
+  write_mutable 'KUBE_LOG_LEVEL=3\nNOT_A_KEY=1\n'
+  declare -A got=()
+  run env_read /opt/podmin/etc/mutable.env schema_mutable node got
+  [ "$status" -ne 0 ]
+  [[ $output == *"mutable.env:2: unknown key NOT_A_KEY"* ]]
+}
+
+@test "env files: keys of another kind or layer are unknown" {
+  write_mutable 'NAT_METRICS_INTERFACE=ens5\n'
+  declare -A got=()
+  run env_read /opt/podmin/etc/mutable.env schema_mutable node got
+  [ "$status" -ne 0 ]
+  write_mutable 'PODMIN_CLUSTER=prod\n'
+  run env_read /opt/podmin/etc/mutable.env schema_mutable node got
+  [[ $output == *"unknown key PODMIN_CLUSTER"* ]]
+}
+
+@test "env files: duplicate keys are rejected" {
+  write_mutable 'KUBE_LOG_LEVEL=3\nKUBE_LOG_LEVEL=3\n'
+  declare -A got=()
+  run env_read /opt/podmin/etc/mutable.env schema_mutable node got
+  [ "$status" -ne 0 ]
+  [[ $output == *"duplicate key KUBE_LOG_LEVEL"* ]]
+}
+
+@test "env files: booleans other than true/false are rejected" {
+  for v in True yes 1 'true '; do
+    write_mutable "SSM_AGENT_ENABLED=$v\n"
+    declare -A got=()
+    run env_read /opt/podmin/etc/mutable.env schema_mutable node got
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+    [[ $output == *"invalid value for SSM_AGENT_ENABLED"* ]]
+  done
+}
+
+@test "env files: control characters, CRLF and NUL are rejected" {
+  for content in 'KUBE_LOG_LEVEL=3\r\n' 'AGENT_INTERVAL=2s\t\n' 'KUBE_LOG_LEVEL=\x1b3\n' 'SSM_AGENT_ENABLED=tr\x7fue\n'; do
+    write_mutable "$content"
+    declare -A got=()
+    run env_read /opt/podmin/etc/mutable.env schema_mutable node got
+    [ "$status" -ne 0 ] || { echo "accepted: [$content]"; false; }
+    [[ $output == *"control character"* ]]
+  done
+  printf 'KUBE_LOG_LEVEL=3\0\n' >"$PODMIN_ROOT/opt/podmin/etc/mutable.env"
+  run env_read /opt/podmin/etc/mutable.env schema_mutable node got
+  [ "$status" -ne 0 ]
+  [[ $output == *"NUL byte"* ]]
+}
+
+@test "env files: malformed lines are rejected" {
+  for line in 'export KUBE_LOG_LEVEL=3' 'kube_log_level=3' 'KUBE_LOG_LEVEL =3' 'KUBE_LOG_LEVEL' '=3' ' KUBE_LOG_LEVEL=3'; do
+    write_mutable "$line\n"
+    declare -A got=()
+    run env_read /opt/podmin/etc/mutable.env schema_mutable node got
+    [ "$status" -ne 0 ] || { echo "accepted: [$line]"; false; }
+  done
+}
+
+@test "env files: missing required keys are rejected unless partial" {
+  put /opt/podmin/etc/user-data.env 'PODMIN_KIND=node\nPODMIN_CLUSTER=prod\n'
+  declare -A got=()
+  run env_read /opt/podmin/etc/user-data.env schema_user_data node got
+  [ "$status" -ne 0 ]
+  [[ $output == *"missing required key PODMIN_BUCKET"* ]]
+  env_read /opt/podmin/etc/user-data.env schema_user_data node got partial
+}
+
+@test "env files: symlinks, relative or non-normalized paths, directories and huge files are refused" {
+  write_mutable 'KUBE_LOG_LEVEL=3\n'
+  ln -s mutable.env "$PODMIN_ROOT/opt/podmin/etc/link.env"
+  declare -A got=()
+  run env_read /opt/podmin/etc/link.env schema_mutable node got
+  [ "$status" -ne 0 ]
+  [[ $output == *"refusing symlink"* ]]
+  for p in opt/podmin/etc/mutable.env /opt/podmin//etc/mutable.env /opt/podmin/./etc/mutable.env \
+    /opt/podmin/bin/../etc/mutable.env; do
+    run env_read "$p" schema_mutable node got
+    [ "$status" -ne 0 ] || { echo "accepted: [$p]"; false; }
+    [[ $output == *"not an absolute normalized path"* ]]
+  done
+  run env_read /opt/podmin/etc schema_mutable node got
+  [[ $output == *"not a regular file"* ]]
+  head -c 70000 /dev/zero | tr '\0' '#' >"$PODMIN_ROOT/opt/podmin/etc/mutable.env"
+  run env_read /opt/podmin/etc/mutable.env schema_mutable node got
+  [[ $output == *"larger than 65536 bytes"* ]]
+}
+
+@test "NAT rules: NAT64 needs sources and a pool4 address; custom prefixes need blocked CIDRs inside" {
+  declare -A c=([NAT64_ENABLED]=true [NAT64_PREFIX]=64:ff9b::/96)
+  run nat_rules c
+  [ "$status" -ne 0 ]
+  [[ $output == *"requires NAT64_SOURCE_IPV6_CIDRS"* && $output == *"requires NAT64_POOL4_ADDRESS"* ]]
+  c[NAT64_SOURCE_IPV6_CIDRS]=2600:1f18::/56
+  c[NAT64_POOL4_ADDRESS]=10.0.0.10
+  nat_rules c
+  c[NAT64_PREFIX]=2001:db8:64::/96
+  run nat_rules c
+  [[ $output == *"custom NAT64_PREFIX requires matching NAT64_BLOCKED_IPV6_CIDRS"* ]]
+  c[NAT64_BLOCKED_IPV6_CIDRS]=64:ff9b::a00:0/104
+  run nat_rules c
+  [[ $output == *"is not inside NAT64_PREFIX"* ]]
+  c[NAT64_BLOCKED_IPV6_CIDRS]=2001:db8:64::a00:0/104
+  nat_rules c
+  # shellcheck disable=SC2034 # read through a nameref
+  declare -A off=([NAT64_ENABLED]=false [NAT64_PREFIX]=64:ff9b::/96)
+  nat_rules off
+}
+
+@test "node rules: the sandbox image comes from the registry's mirror/" {
+  declare -A c=([REGISTRY_HOSTNAME]=registry.podmin.internal
+    [SANDBOX_IMAGE]=registry.k8s.io/pause:3.10)
+  run node_rules c
+  [ "$status" -ne 0 ]
+  c[SANDBOX_IMAGE]=registry.podmin.internal/mirror/registry.k8s.io/pause:3.10
+  node_rules c
+}

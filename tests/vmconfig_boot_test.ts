@@ -1,0 +1,706 @@
+/**
+ * vmconfig end to end: the rendered user-data boots a node (and a NAT VM) as root against an
+ * isolated root directory (PODMIN_ROOT), downloading real dependency files from moto with
+ * requests signed by the instance role of an IMDSv2 emulator. The node's interfaces are dummies
+ * in a throwaway network namespace (PODMIN_NETNS). systemd is the only double: a recorder.
+ * Afterwards the generated containerd config is loaded by the real containerd, the CNI conflist
+ * drives the real (installed) ptp/host-local plugins, and the Pod routing script runs for real in
+ * the node's namespace.
+ */
+
+import assert from "node:assert/strict";
+import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import { moto } from "./harness/moto.ts";
+import { testWith } from "./harness/requirements.ts";
+import { startImds } from "./vmconfig/imds_emulator.ts";
+import {
+  deb,
+  fakeBinary,
+  listTree,
+  must,
+  netns,
+  ownerMode,
+  run,
+  seedRoot,
+  systemctlRecorder,
+  tgz,
+} from "./vmconfig/fixture.ts";
+import { buildVmconfigArchive } from "../vmconfig/archive.ts";
+import { type Dependency, dependency, renderUserData } from "../vmconfig/render_user_data.ts";
+import { dependencyBlobKey } from "../core/bucket_layout.ts";
+
+const TOOLS = ["curl", "containerd", "bats", "ip", "nft", "dpkg-deb", "useradd"];
+const NODE_MAC = "02:00:5e:00:00:0a";
+const POD_MAC = "02:00:5e:00:00:0b";
+const NODE_IP = "2600:1f18:4b2:aa00::a";
+const POD_IP = "2600:1f18:4b2:aa00::b";
+const PREFIX = "2600:1f18:4b2:aa00:1234::/80";
+
+async function upload(s3: S3Client, bucket: string, key: string, body: Uint8Array) {
+  await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
+}
+
+/** The node's dependency files: fakes, except containerd's CNI plugins, which are real. */
+async function nodeFiles(dir: string): Promise<Record<string, [string, Uint8Array]>> {
+  const cni: Array<[string, Uint8Array]> = [];
+  for (const p of ["ptp", "host-local", "loopback"]) {
+    cni.push([`./${p}`, await Deno.readFile(`/usr/lib/cni/${p}`)]);
+  }
+  const ssm = await deb(
+    dir,
+    "amazon-ssm-agent",
+    "3.3.1",
+    ["amazon-ssm-agent", "ssm-agent-worker", "ssm-document-worker", "ssm-session-worker"].map(
+      (b) => [`usr/bin/${b}`, fakeBinary(b, "3.3.1")],
+    ),
+  );
+  const a = buildVmconfigArchive();
+  return {
+    vmconfig: [a.version, a.bytes],
+    containerd: [
+      "1.6.20",
+      tgz(
+        ["containerd", "containerd-shim-runc-v2", "ctr"].map((
+          b,
+        ) => [`bin/${b}`, fakeBinary(b, "1.6.20")]),
+      ),
+    ],
+    runc: ["1.1.5", fakeBinary("runc", "1.1.5")],
+    "cni-plugins": ["1.1.1", tgz(cni)],
+    crictl: ["1.33.0", tgz([["crictl", fakeBinary("crictl", "1.33.0")]])],
+    kubelet: ["1.34.0", fakeBinary("kubelet", "1.34.0")],
+    "podmin-agent": ["0.1.0", fakeBinary("podmin-agent", "0.1.0")],
+    "amazon-ssm-agent": ["3.3.1", ssm],
+  };
+}
+
+async function publish(
+  files: Record<string, [string, Uint8Array]>,
+  bucket: string,
+  tamper?: string,
+): Promise<Dependency[]> {
+  const m = await moto();
+  const s3 = new S3Client({ region: "us-east-1", endpoint: m.endpoint, forcePathStyle: true });
+  const deps: Dependency[] = [];
+  for (const [name, [version, bytes]] of Object.entries(files)) {
+    const d = dependency(name, version, bytes);
+    // A tampered file sits under the key of the digest the user-data expects.
+    // Same size, one byte changed: only the digest can tell.
+    const body = name === tamper ? bytes.map((b, i) => i === bytes.length - 1 ? b ^ 1 : b) : bytes;
+    await upload(s3, bucket, dependencyBlobKey(d.sha256), body);
+    deps.push(d);
+  }
+  s3.destroy();
+  return deps;
+}
+
+interface Booted {
+  root: string;
+  out: { code: number; stdout: string; stderr: string };
+  recorder: { path: string; log: string };
+  env: Record<string, string>;
+}
+
+async function boot(
+  userData: string,
+  dir: string,
+  extraEnv: Record<string, string>,
+): Promise<Booted> {
+  const root = `${dir}/root`;
+  await seedRoot(root);
+  const recorder = await systemctlRecorder(dir);
+  await Deno.writeTextFile(`${dir}/user-data`, userData);
+  const env = {
+    PODMIN_ROOT: root,
+    SYSTEMCTL: recorder.path,
+    PODMIN_IMDS_ATTEMPTS: "5",
+    PODMIN_CURL_RETRIES: "1",
+    ...extraEnv,
+  };
+  const out = await run("bash", [`${dir}/user-data`], { env });
+  return { root, out, recorder, env };
+}
+
+testWith(
+  "vmconfig boot: node user-data installs, configures and routes (moto, IMDSv2, netns)",
+  { root: true, tools: TOOLS },
+  async (t) => {
+    const m = await moto();
+    const bucket = await m.createBucket();
+    const dir = await Deno.makeTempDir({ prefix: "podmin-vmc-node-" });
+    const ns = await netns(`podmin-vmc-${Deno.pid}`);
+    const podns = await netns(`podmin-vmc-pod-${Deno.pid}`);
+    let addedPodIp = 0;
+    const imds = startImds({
+      instanceId: "i-0123456789abcdef0",
+      availabilityZone: "us-east-1a",
+      enis: [
+        { mac: NODE_MAC, deviceNumber: 0, interfaceId: "eni-0aaaaaaaaaaaaaaa0", ipv6s: [NODE_IP] },
+        {
+          mac: POD_MAC,
+          deviceNumber: 1,
+          interfaceId: "eni-0bbbbbbbbbbbbbbb0",
+          ipv6s: [POD_IP],
+          prefixToAssign: PREFIX,
+        },
+      ],
+      beforeAssign: async () => {
+        const addrs = await must("ip", ["-n", ns.name, "-6", "-o", "addr", "show", "dev", "ens6"]);
+        return addrs.includes(POD_IP)
+          ? undefined
+          : "prefix requested before the Pod ENI had its address";
+      },
+    });
+    try {
+      // The node ENI is ready; the Pod ENI gets its address only later (as DHCPv6 would).
+      for (const [dev, mac] of [["ens5", NODE_MAC], ["ens6", POD_MAC]]) {
+        // No dummy driver everywhere: a veth pair stands in for each ENI.
+        await must("ip", [
+          "-n",
+          ns.name,
+          "link",
+          "add",
+          dev,
+          "address",
+          mac,
+          "type",
+          "veth",
+          "peer",
+          "name",
+          `${dev}-peer`,
+        ]);
+        await must("ip", ["-n", ns.name, "link", "set", `${dev}-peer`, "up"]);
+        await must("ip", ["-n", ns.name, "link", "set", dev, "up"]);
+      }
+      await must("ip", ["-n", ns.name, "addr", "add", `${NODE_IP}/64`, "dev", "ens5", "nodad"]);
+      const late = setTimeout(async () => {
+        await must("ip", ["-n", ns.name, "addr", "add", `${POD_IP}/64`, "dev", "ens6", "nodad"]);
+        addedPodIp = Date.now();
+      }, 1500);
+
+      const deps = await publish(await nodeFiles(dir), bucket);
+      const ud = renderUserData({
+        cluster: "prod",
+        bucket,
+        region: "us-east-1",
+        nodeGroup: "workers",
+        architecture: "amd64",
+        dependencies: deps,
+      });
+      assert.ok(ud.size <= 16384, `user-data is ${ud.size} bytes`);
+      const started = Date.now();
+      const b = await boot(ud.text, dir, {
+        PODMIN_S3_BASE_URL: `${m.endpoint}/${bucket}`,
+        PODMIN_IMDS_ENDPOINTS: imds.endpoint,
+        PODMIN_EC2_ENDPOINT: imds.endpoint,
+        PODMIN_NETNS: ns.name,
+      });
+      clearTimeout(late);
+      console.error(`node boot took ${Date.now() - started} ms`);
+      assert.equal(b.out.code, 0, `user-data failed:\n${b.out.stderr}`);
+      assert.deepEqual(imds.violations, []);
+      assert.ok(addedPodIp > 0 && imds.assignedAt! >= addedPodIp, "prefix assigned after address");
+      const root = b.root;
+
+      await t.step("users, groups, files with fixed owners and modes", async () => {
+        const passwd = await Deno.readTextFile(`${root}/etc/passwd`);
+        const group = await Deno.readTextFile(`${root}/etc/group`);
+        const gid = /^podmin:x:(\d+):/m.exec(group)?.[1];
+        assert.ok(gid, "group podmin");
+        assert.match(
+          passwd,
+          new RegExp(`^podmin:x:\\d+:${gid}:Podmin:/var/lib/podmin:/usr/sbin/nologin$`, "m"),
+        );
+        const uid = /^podmin:x:(\d+):/m.exec(passwd)![1];
+        const expect: Record<string, string> = {
+          "/usr/local/bin/containerd": "0:0 0755",
+          "/usr/local/bin/containerd-shim-runc-v2": "0:0 0755",
+          "/usr/local/sbin/runc": "0:0 0755",
+          "/usr/local/bin/kubelet": "0:0 0755",
+          "/usr/local/bin/crictl": "0:0 0755",
+          "/usr/local/bin/podmin-agent": "0:0 0755",
+          "/opt/cni/bin/ptp": "0:0 0755",
+          "/opt/cni/bin/host-local": "0:0 0755",
+          "/usr/bin/amazon-ssm-agent": "0:0 0755",
+          "/opt/podmin/bin/configure.sh": "0:0 0755",
+          "/opt/podmin/lib/validate.sh": "0:0 0644",
+          "/opt/podmin/etc": `0:${gid} 0750`,
+          "/opt/podmin/etc/user-data.env": `0:${gid} 0640`,
+          "/opt/podmin/etc/detected.env": `0:${gid} 0640`,
+          "/opt/podmin/etc/mutable.env": `0:${gid} 0640`,
+          "/opt/env": `0:${gid} 0750`,
+          "/opt/env/kubelet.env": `0:${gid} 0640`,
+          "/etc/podmin/manifests": `0:${gid} 0750`,
+          "/var/lib/podmin": `${uid}:${gid} 0750`,
+          "/etc/systemd/system/kubelet.service": "0:0 0644",
+          "/etc/containerd/config.toml": "0:0 0644",
+          "/etc/crictl.yaml": "0:0 0644",
+          "/etc/cni/net.d/10-podmin.conflist": "0:0 0644",
+          "/etc/amazon/ssm/amazon-ssm-agent.json": "0:0 0644",
+        };
+        for (const [p, want] of Object.entries(expect)) {
+          assert.equal(await ownerMode(`${root}${p}`), want, p);
+        }
+        assert.match(await must(`${root}/usr/local/bin/kubelet`, []), /kubelet 1\.34\.0/);
+        const tree = await listTree(root);
+        assert.ok(!tree.some((p) => p.includes(".staging")), "staging removed");
+      });
+
+      await t.step("layered env files and generated configuration", async () => {
+        const det = await Deno.readTextFile(`${root}/opt/podmin/etc/detected.env`);
+        for (
+          const line of [
+            "DETECTED_INSTANCE_ID=i-0123456789abcdef0",
+            "DETECTED_NODE_INTERFACE=ens5",
+            "DETECTED_POD_INTERFACE=ens6",
+            `DETECTED_POD_PREFIX=${PREFIX}`,
+            `DETECTED_POD_IPV6=${POD_IP}`,
+            "DETECTED_POD_ENI_ID=eni-0bbbbbbbbbbbbbbb0",
+            "DETECTED_IMDS_MODE=IPv4",
+          ]
+        ) assert.ok(det.includes(`${line}\n`), line);
+        const agentEnv = await Deno.readTextFile(`${root}/opt/env/podmin-agent.env`);
+        for (
+          const line of [
+            `PODMIN_BUCKET=${bucket}`,
+            "PODMIN_CLUSTER=prod",
+            "PODMIN_NODEGROUP=workers",
+            `PODMIN_IPV6_PREFIX=${PREFIX}`,
+            "PODMIN_REGISTRY_LISTEN=127.0.0.1:5000",
+            "AWS_USE_DUALSTACK_ENDPOINT=true",
+          ]
+        ) assert.ok(agentEnv.includes(`${line}\n`), line);
+        const kubelet = await Deno.readTextFile(`${root}/etc/podmin/kubelet/config.yaml`);
+        for (
+          const s of [
+            "staticPodPath: /etc/podmin/manifests",
+            "  cpu: 200m\n  memory: 224Mi",
+            "enforceNodeAllocatable:\n  - pods",
+            "  PodInfoAPI: true",
+          ]
+        ) assert.ok(kubelet.includes(s), s);
+        const hosts = await Deno.readTextFile(
+          `${root}/etc/containerd/certs.d/registry.podmin.internal/hosts.toml`,
+        );
+        assert.match(
+          hosts,
+          /\[host\."http:\/\/127\.0\.0\.1:5000"\]\n {2}capabilities = \["pull", "resolve"\]/,
+        );
+        assert.match(
+          await Deno.readTextFile(`${root}/etc/crictl.yaml`),
+          /runtime-endpoint: unix:\/\/\/run\/containerd\/containerd\.sock/,
+        );
+        const ssm = JSON.parse(
+          await Deno.readTextFile(`${root}/etc/amazon/ssm/amazon-ssm-agent.json`),
+        );
+        assert.deepEqual(ssm, { Agent: { Region: "us-east-1", UseDualStackEndpoint: true } });
+        const calls = (await Deno.readTextFile(b.recorder.log)).trim().split("\n");
+        assert.deepEqual(calls, [
+          "daemon-reload",
+          "enable podmin-pod-network containerd kubelet podmin-agent amazon-ssm-agent",
+          "restart podmin-pod-network containerd kubelet podmin-agent amazon-ssm-agent",
+        ]);
+      });
+
+      await t.step("the real containerd loads the generated config", async () => {
+        const gid = /^podmin:x:(\d+):/m.exec(await Deno.readTextFile(`${root}/etc/group`))![1];
+        const dump = await must("containerd", [
+          "--config",
+          `${root}/etc/containerd/config.toml`,
+          "config",
+          "dump",
+        ]);
+        assert.match(
+          dump,
+          /sandbox_image = "registry\.podmin\.internal\/mirror\/registry\.k8s\.io\/pause:3\.10"/,
+        );
+        assert.match(dump, /config_path = "\/etc\/containerd\/certs\.d"/);
+        assert.match(dump, /SystemdCgroup = true/);
+        assert.match(dump, new RegExp(`\\[grpc\\][^[]*gid = ${gid}`));
+        assert.match(dump, /bin_dir = "\/opt\/cni\/bin"/);
+      });
+
+      await t.step("the CNI conflist drives the installed ptp + host-local plugins", async () => {
+        const conflist = JSON.parse(
+          await Deno.readTextFile(`${root}/etc/cni/net.d/10-podmin.conflist`),
+        );
+        assert.equal(conflist.plugins.length, 1);
+        // As libcni does: each plugin gets name and cniVersion; host-local state stays in the root.
+        const conf = {
+          ...conflist.plugins[0],
+          name: conflist.name,
+          cniVersion: conflist.cniVersion,
+        };
+        conf.ipam = { ...conf.ipam, dataDir: `${root}/var/lib/cni/networks` };
+        const cniEnv = (cmd: string) => ({
+          CNI_COMMAND: cmd,
+          CNI_CONTAINERID: "podmin-test-1",
+          CNI_NETNS: `/run/netns/${podns.name}`,
+          CNI_IFNAME: "eth0",
+          CNI_PATH: `${root}/opt/cni/bin`,
+          PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+        });
+        const ptp = `${root}/opt/cni/bin/ptp`;
+        const version = await must("ip", [
+          "netns",
+          "exec",
+          ns.name,
+          "env",
+          ...Object.entries(cniEnv("VERSION")).map(([k, v]) => `${k}=${v}`),
+          ptp,
+        ], { stdin: JSON.stringify(conf) });
+        assert.ok(JSON.parse(version).supportedVersions.includes("1.0.0"));
+        const add = await must("ip", [
+          "netns",
+          "exec",
+          ns.name,
+          "env",
+          ...Object.entries(cniEnv("ADD")).map(([k, v]) => `${k}=${v}`),
+          ptp,
+        ], { stdin: JSON.stringify(conf) });
+        const result = JSON.parse(add);
+        // host-local hands out an address of the delegated prefix (ptp keeps the /80 mask on it
+        // but replaces the on-link route by a route via the host side).
+        const addr = String(result.ips[0].address).replace(/\/\d+$/, "");
+        assert.match(addr, /^2600:1f18:4b2:aa00:1234::[0-9a-f]+$/, addr);
+        const gateway = String(result.ips[0].gateway);
+        const hostRoute = await must("ip", ["-n", ns.name, "-6", "route", "show", `${addr}/128`]);
+        assert.match(hostRoute, new RegExp(`^${addr} dev veth`), `host /128 route: ${hostRoute}`);
+        const podRoutes = await must("ip", ["-n", podns.name, "-6", "route", "show", "default"]);
+        assert.match(podRoutes, new RegExp(`default via ${gateway} dev eth0`));
+        const hostAll = await must("ip", ["-n", ns.name, "-6", "route", "show"]);
+        assert.ok(!/bridge|vxlan|geneve/.test(hostAll), "no bridge or overlay");
+        await must("ip", [
+          "netns",
+          "exec",
+          ns.name,
+          "env",
+          ...Object.entries(cniEnv("DEL")).map(([k, v]) => `${k}=${v}`),
+          ptp,
+        ], { stdin: JSON.stringify(conf) });
+        assert.equal(
+          (await must("ip", ["-n", ns.name, "-6", "route", "show", `${addr}/128`])).trim(),
+          "",
+        );
+      });
+
+      await t.step("pod-network.sh routes the delegated prefix through the Pod ENI", async () => {
+        await must("ip", [
+          "-n",
+          ns.name,
+          "-6",
+          "route",
+          "add",
+          "default",
+          "via",
+          "fe80::1",
+          "dev",
+          "ens6",
+        ]);
+        const out = await run("ip", [
+          "netns",
+          "exec",
+          ns.name,
+          "env",
+          `PODMIN_ROOT=${root}`,
+          `${root}/opt/podmin/bin/pod-network.sh`,
+        ]);
+        assert.equal(out.code, 0, out.stderr);
+        // Twice: idempotent.
+        assert.equal(
+          (await run("ip", [
+            "netns",
+            "exec",
+            ns.name,
+            "env",
+            `PODMIN_ROOT=${root}`,
+            `${root}/opt/podmin/bin/pod-network.sh`,
+          ])).code,
+          0,
+        );
+        const rules = await must("ip", ["-n", ns.name, "-6", "rule", "show"]);
+        assert.match(
+          rules,
+          new RegExp(
+            `1000:\\s+from ${
+              PREFIX.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+            } lookup main suppress_prefixlength 0`,
+          ),
+        );
+        assert.equal(rules.match(/^1001:/gm)?.length, 1, rules);
+        assert.match(
+          await must("ip", ["-n", ns.name, "-6", "route", "show", "table", "100"]),
+          /default via fe80::1 dev ens6/,
+        );
+        assert.match(
+          await must("ip", ["-n", ns.name, "-6", "route", "show", "type", "unreachable"]),
+          /unreachable 2600:1f18:4b2:aa00:1234::\/80/,
+        );
+        assert.equal(
+          (await must("ip", [
+            "netns",
+            "exec",
+            ns.name,
+            "sysctl",
+            "-n",
+            "net.ipv6.conf.all.forwarding",
+          ])).trim(),
+          "1",
+        );
+        assert.equal(
+          (await must("ip", [
+            "netns",
+            "exec",
+            ns.name,
+            "sysctl",
+            "-n",
+            "net.ipv6.conf.ens6.accept_ra",
+          ])).trim(),
+          "2",
+        );
+      });
+
+      await t.step("configure.sh again changes nothing and restarts nothing", async () => {
+        const snapshot = async () => {
+          const out: Record<string, string> = {};
+          for (const p of await listTree(root)) {
+            const st = await Deno.lstat(`${root}${p}`);
+            if (st.isFile) out[p] = `${st.mtime?.getTime()} ${await ownerMode(`${root}${p}`)}`;
+          }
+          return out;
+        };
+        const before = await snapshot();
+        await Deno.writeTextFile(b.recorder.log, "");
+        const out = await run(`${root}/opt/podmin/bin/configure.sh`, [], { env: b.env });
+        assert.equal(out.code, 0, out.stderr);
+        assert.deepEqual(await snapshot(), before);
+        const calls = (await Deno.readTextFile(b.recorder.log)).trim().split("\n");
+        assert.ok(!calls.some((c) => c.startsWith("restart")), calls.join("\n"));
+      });
+
+      await t.step(
+        "update-mutable-env.sh: valid keys applied, invalid files rejected",
+        async () => {
+          await Deno.writeTextFile(`${root}/tmp-mutable.env`, "KUBE_LOG_LEVEL=4\n");
+          await Deno.writeTextFile(b.recorder.log, "");
+          let out = await run(
+            `${root}/opt/podmin/bin/update-mutable-env.sh`,
+            ["/tmp-mutable.env"],
+            { env: b.env },
+          );
+          assert.equal(out.code, 0, out.stderr);
+          assert.match(
+            await Deno.readTextFile(`${root}/opt/env/kubelet.env`),
+            /^KUBE_LOG_LEVEL=4$/m,
+          );
+          assert.match(await Deno.readTextFile(b.recorder.log), /^restart kubelet$/m);
+          const accepted = await Deno.readTextFile(`${root}/opt/podmin/etc/mutable.env`);
+          await Deno.writeTextFile(`${root}/tmp-mutable.env`, "KUBE_LOG_LEVEL=5\nSURPRISE=1\n");
+          out = await run(`${root}/opt/podmin/bin/update-mutable-env.sh`, ["/tmp-mutable.env"], {
+            env: b.env,
+          });
+          assert.equal(out.code, 1);
+          assert.match(out.stderr, /unknown key SURPRISE/);
+          assert.equal(await Deno.readTextFile(`${root}/opt/podmin/etc/mutable.env`), accepted);
+        },
+      );
+
+      await t.step("systemd-analyze accepts the installed units", async () => {
+        for (
+          const u of [
+            "containerd",
+            "kubelet",
+            "podmin-agent",
+            "podmin-pod-network",
+            "amazon-ssm-agent",
+          ]
+        ) {
+          const out = await run("systemd-analyze", [
+            "verify",
+            "--man=no",
+            `${root}/etc/systemd/system/${u}.service`,
+          ]);
+          // The programs live under the root, not on this host: only that complaint is expected.
+          const rest = out.stderr.split("\n").filter((l) =>
+            l && !/Command \S+ is not executable: No such file/.test(l)
+          );
+          assert.deepEqual(rest, [], `${u}: ${out.stderr}`);
+        }
+      });
+    } finally {
+      await imds.close();
+      await ns.close();
+      await podns.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);
+
+testWith(
+  "vmconfig boot: a dependency with a wrong sha256 aborts the boot with nothing installed",
+  { root: true, tools: TOOLS },
+  async () => {
+    const m = await moto();
+    const bucket = await m.createBucket();
+    const dir = await Deno.makeTempDir({ prefix: "podmin-vmc-bad-" });
+    const imds = startImds({
+      instanceId: "i-0fedcba9876543210",
+      availabilityZone: "us-east-1a",
+      enis: [],
+    });
+    try {
+      const deps = await publish(await nodeFiles(dir), bucket, "kubelet");
+      const ud = renderUserData({
+        cluster: "prod",
+        bucket,
+        region: "us-east-1",
+        nodeGroup: "workers",
+        architecture: "amd64",
+        dependencies: deps,
+      });
+      const b = await boot(ud.text, dir, {
+        PODMIN_S3_BASE_URL: `${m.endpoint}/${bucket}`,
+        PODMIN_IMDS_ENDPOINTS: imds.endpoint,
+      });
+      assert.notEqual(b.out.code, 0);
+      assert.match(
+        b.out.stderr,
+        /sha256 mismatch for kubelet 1\.34\.0: expected [0-9a-f]{64} \(\d+ bytes\), got [0-9a-f]{64}/,
+      );
+      assert.match(b.out.stderr, /dependency verification failed; nothing installed/);
+      // Every file was downloaded (all verified before anything is installed) ...
+      assert.ok(imds.requests.some((r) => r.startsWith("GET /latest/meta-data/iam/")));
+      // ... and the root holds only what the test seeded.
+      assert.deepEqual(await listTree(b.root), [
+        "/etc",
+        "/etc/group",
+        "/etc/gshadow",
+        "/etc/passwd",
+        "/etc/shadow",
+      ]);
+      assert.equal(await Deno.readTextFile(b.recorder.log), "");
+    } finally {
+      await imds.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);
+
+testWith(
+  "vmconfig boot: NAT VM with Jool NAT64, filters before translation, valid nftables ruleset",
+  { root: true, tools: TOOLS },
+  async () => {
+    const m = await moto();
+    const bucket = await m.createBucket();
+    const dir = await Deno.makeTempDir({ prefix: "podmin-vmc-nat-" });
+    const ns = await netns(`podmin-vmc-nat-${Deno.pid}`);
+    const imds = startImds({
+      instanceId: "i-0aaaabbbbccccdddd",
+      availabilityZone: "us-east-1b",
+      enis: [{
+        mac: "02:00:5e:00:01:0a",
+        deviceNumber: 0,
+        interfaceId: "eni-0cccccccccccccccc",
+        ipv6s: [],
+      }],
+    });
+    try {
+      await must("ip", [
+        "-n",
+        ns.name,
+        "link",
+        "add",
+        "ens5",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "ens5-peer",
+      ]);
+      await must("ip", ["-n", ns.name, "link", "set", "ens5-peer", "up"]);
+      await must("ip", ["-n", ns.name, "link", "set", "ens5", "up"]);
+      await must("ip", ["-n", ns.name, "addr", "add", "10.99.0.10/24", "dev", "ens5"]);
+      await must("ip", ["-n", ns.name, "route", "add", "default", "via", "10.99.0.1"]);
+      const kver = (await must("uname", ["-r"])).trim();
+      const a = buildVmconfigArchive();
+      const files: Record<string, [string, Uint8Array]> = {
+        vmconfig: [a.version, a.bytes],
+        jool: [
+          "4.1.14",
+          tgz([
+            ["bin/jool", fakeBinary("jool", "4.1.14")],
+            [`modules/${kver}/jool_common.ko`, fakeBinary("jool_common.ko", "4.1.14"), 0o644],
+            [`modules/${kver}/jool.ko`, fakeBinary("jool.ko", "4.1.14"), 0o644],
+          ]),
+        ],
+      };
+      const deps = await publish(files, bucket);
+      const ud = renderUserData({
+        kind: "nat",
+        cluster: "prod",
+        bucket,
+        region: "us-east-1",
+        architecture: "amd64",
+        dependencies: deps,
+        nat: {
+          ipv4SourceCidrs: ["10.0.0.0/16"],
+          nat64: { sourceIpv6Cidrs: ["2600:1f18:4b2:aa00::/56"], pool4Address: "10.99.0.10" },
+        },
+      });
+      const b = await boot(ud.text, dir, {
+        PODMIN_S3_BASE_URL: `${m.endpoint}/${bucket}`,
+        PODMIN_IMDS_ENDPOINTS: imds.endpoint,
+        PODMIN_NETNS: ns.name,
+      });
+      assert.equal(b.out.code, 0, `user-data failed:\n${b.out.stderr}`);
+      const root = b.root;
+      assert.equal(await ownerMode(`${root}/usr/local/sbin/jool`), "0:0 0755");
+      assert.equal(
+        await ownerMode(`${root}/usr/lib/modules/${kver}/extra/podmin/jool.ko`),
+        "0:0 0644",
+      );
+      const env = await Deno.readTextFile(`${root}/opt/env/podmin-nat.env`);
+      for (
+        const line of [
+          "NAT_WAN_INTERFACE=ens5",
+          "NAT_METRICS_INTERFACE=ens5",
+          "NAT_CONNTRACK_MAX=262144",
+          "NAT64_ENABLED=true",
+          "NAT64_PREFIX=64:ff9b::/96",
+          "NAT64_POOL4_ADDRESS=10.99.0.10",
+        ]
+      ) assert.ok(env.includes(`${line}\n`), line);
+      assert.match(
+        await Deno.readTextFile(`${root}/etc/sysctl.d/90-podmin-nat.conf`),
+        /net\.netfilter\.nf_conntrack_max = 262144/,
+      );
+      const ruleset = `${root}/etc/podmin/nat/nat.nft`;
+      const text = await Deno.readTextFile(ruleset);
+      assert.match(text, /64:ff9b:0:0:0:0:a00:0\/104/); // 10.0.0.0/8
+      assert.match(text, /64:ff9b:0:0:0:0:a9fe:0\/112/); // 169.254.0.0/16 (instance metadata)
+      assert.match(text, /priority raw;[^}]*ip6 daddr 64:ff9b::\/96 ip6 saddr != @nat64_sources/);
+      // The real nftables accepts and loads the ruleset in the throwaway namespace.
+      await must("ip", ["netns", "exec", ns.name, "nft", "-c", "-f", ruleset]);
+      await must("ip", ["netns", "exec", ns.name, "nft", "-f", ruleset]);
+      await must("ip", ["netns", "exec", ns.name, "nft", "-f", ruleset]); // idempotent
+      const listed = await must("ip", [
+        "netns",
+        "exec",
+        ns.name,
+        "nft",
+        "list",
+        "table",
+        "inet",
+        "podmin_nat",
+      ]);
+      assert.match(listed, /set nat64_blocked/);
+      assert.match(listed, /ip6 saddr != @nat64_sources counter name "nat64_denied_source" drop/);
+      const calls = (await Deno.readTextFile(b.recorder.log)).trim().split("\n");
+      assert.deepEqual(calls, ["daemon-reload", "enable podmin-nat", "restart podmin-nat"]);
+    } finally {
+      await imds.close();
+      await ns.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);

@@ -1,0 +1,271 @@
+/**
+ * Renders the cloud-init user-data of a NodeGroup (kind `node`) or of a NAT64 VM (kind `nat`)
+ * from the embedded template: the pinned dependency list (name, version, sha256, size, bucket
+ * key) and the immutable `user-data.env`. The result must fit EC2's 16 KiB user-data limit and
+ * changes whenever a pinned dependency changes (its digest is part of the text).
+ */
+
+import { gzipSync } from "node:zlib";
+import { dependencyBlobKey } from "../core/bucket_layout.ts";
+import { sha256Hex } from "../core/digest.ts";
+import { ValidationError } from "../core/errors.ts";
+import {
+  checkClusterId,
+  checkDnsSubdomain,
+  checkNodeGroup,
+  checkRepository,
+  checkSha256Hex,
+  checkTag,
+} from "../core/names.ts";
+import { VERSION } from "../core/version.ts";
+import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
+import { VMCONFIG_ASSETS } from "./assets.ts";
+
+/** EC2's limit on user-data bytes (before base64). */
+export const USER_DATA_LIMIT = 16384;
+
+/** The upstream Pod sandbox image; nodes pull it from `<registry-hostname>/mirror/…`. */
+export const DEFAULT_SANDBOX_IMAGE = "registry.k8s.io/pause:3.10";
+
+/** The default NAT64 prefix (RFC 6052 well-known prefix). */
+export const DEFAULT_NAT64_PREFIX = "64:ff9b::/96";
+
+/** The VM kinds vmconfig configures. */
+export type VmKind = "node" | "nat";
+
+/** Dependencies each kind needs; `amazon-ssm-agent` is optional for both. */
+export const REQUIRED_DEPENDENCIES: Readonly<Record<VmKind, readonly string[]>> = {
+  node: ["vmconfig", "containerd", "runc", "cni-plugins", "crictl", "kubelet", "podmin-agent"],
+  nat: ["vmconfig", "jool"],
+};
+const OPTIONAL_DEPENDENCIES = ["amazon-ssm-agent"];
+
+/** One pinned dependency file (an entry of dependencies/manifest.json). */
+export interface Dependency {
+  name: string;
+  version: string;
+  sha256: string;
+  size: number;
+  /** `dependencyBlobKey(sha256)`. */
+  key: string;
+}
+
+/** Settings of the NAT kind (validated as vmconfig validates them on the VM). */
+export interface NatOptions {
+  /** IPv4 sources allowed to use IPv4 source NAT (comma-joined into NAT_IPV4_SOURCE_CIDRS). */
+  ipv4SourceCidrs: string[];
+  conntrackMax?: number;
+  nat64?: {
+    sourceIpv6Cidrs: string[];
+    pool4Address: string;
+    prefix?: string;
+    blockedIpv6Cidrs?: string[];
+  };
+}
+
+/** What user-data needs to boot one VM kind. */
+export interface UserDataOptions {
+  kind?: VmKind;
+  cluster: string;
+  bucket: string;
+  region: string;
+  /** Required for `node`. */
+  nodeGroup?: string;
+  architecture: "amd64" | "arm64";
+  dependencies: Dependency[];
+  /** Default `registry.podmin.internal`. */
+  registryHostname?: string;
+  /** Upstream reference of the Pod sandbox image, default `registry.k8s.io/pause:3.10`. */
+  sandboxImage?: string;
+  /** How long bootstrap waits for the Pod ENI's address and prefix (default 300 s). */
+  podEniWaitSeconds?: number;
+  nat?: NatOptions;
+  /** Base URL objects are fetched from (`<base>/<key>`); default the dual-stack S3 endpoint. */
+  s3BaseUrl?: string;
+  /** Gzip the script (cloud-init inflates gzip user-data itself). Default false. */
+  gzip?: boolean;
+}
+
+/** Rendered user-data. */
+export interface UserData {
+  /** The user-data bytes to hand to EC2 (UTF-8 script, or its gzip when `gzip` is set). */
+  bytes: Uint8Array;
+  /** The script text. */
+  text: string;
+  size: number;
+  sha256: string;
+}
+
+/** A dependency entry for bytes uploaded to `dependencies/` (key from the bucket layout). */
+export function dependency(name: string, version: string, bytes: Uint8Array): Dependency {
+  const sha256 = sha256Hex(bytes);
+  return { name, version, sha256, size: bytes.length, key: dependencyBlobKey(sha256) };
+}
+
+function fail(message: string, hint?: string): never {
+  throw new ValidationError(message, { hint });
+}
+
+const REGION = /^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$/;
+const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+const VERSION_RE = /^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}$/;
+const IPV4 =
+  /^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$/;
+
+function checkIpv4Cidr(v: string): string {
+  const [a, len, ...rest] = v.split("/");
+  if (rest.length || !IPV4.test(a ?? "") || !/^([0-9]|[12][0-9]|3[0-2])$/.test(len ?? "")) {
+    fail(`invalid IPv4 CIDR ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function checkIpv6Cidr(v: string): string {
+  // Shape only; the VM checks host bits and containment with the same rules as the CLI docs.
+  if (!/^[0-9a-f:.]{2,45}\/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$/.test(v) || !v.includes(":")) {
+    fail(`invalid IPv6 CIDR ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/** Checks an upstream image reference `HOST/REPO:TAG` and returns it. */
+function checkImage(ref: string): string {
+  const m = /^([^/]+)\/(.+):([^:/]+)$/.exec(ref);
+  if (!m) fail(`invalid image reference ${JSON.stringify(ref)}: expected HOST/REPOSITORY:TAG`);
+  checkDnsSubdomain("image registry host", m[1]);
+  checkRepository(m[2]);
+  checkTag(m[3]);
+  return ref;
+}
+
+function checkDependencies(kind: VmKind, deps: Dependency[]): Dependency[] {
+  const allowed = new Set([...REQUIRED_DEPENDENCIES[kind], ...OPTIONAL_DEPENDENCIES]);
+  const seen = new Set<string>();
+  for (const d of deps) {
+    if (!allowed.has(d.name)) fail(`unknown dependency ${JSON.stringify(d.name)} for kind ${kind}`);
+    if (seen.has(d.name)) fail(`duplicate dependency ${d.name}`);
+    seen.add(d.name);
+    if (!VERSION_RE.test(d.version)) fail(`invalid version of ${d.name}: ${d.version}`);
+    checkSha256Hex(d.sha256);
+    if (!Number.isSafeInteger(d.size) || d.size <= 0) fail(`invalid size of ${d.name}`);
+    if (d.key !== dependencyBlobKey(d.sha256)) {
+      fail(`dependency ${d.name}: key ${d.key} is not the content address of its sha256`);
+    }
+  }
+  for (const n of REQUIRED_DEPENDENCIES[kind]) {
+    if (!seen.has(n)) fail(`missing dependency ${n} for kind ${kind}`);
+  }
+  return [...deps].sort((a, b) => a.name < b.name ? -1 : 1);
+}
+
+/** The immutable user-data.env lines (sorted, validated). */
+export function userDataEnv(o: UserDataOptions): string[] {
+  const kind = o.kind ?? "node";
+  if (!REGION.test(o.region)) fail(`invalid region ${JSON.stringify(o.region)}`);
+  if (!BUCKET.test(o.bucket) || o.bucket.includes("..")) {
+    fail(`invalid bucket name ${JSON.stringify(o.bucket)}`);
+  }
+  const env: Record<string, string> = {
+    PODMIN_KIND: kind,
+    PODMIN_CLUSTER: checkClusterId(o.cluster),
+    PODMIN_BUCKET: o.bucket,
+    PODMIN_REGION: o.region,
+    PODMIN_ARCH: o.architecture === "arm64"
+      ? "arm64"
+      : o.architecture === "amd64"
+      ? "amd64"
+      : fail(`invalid architecture ${JSON.stringify(o.architecture)}`),
+  };
+  if (o.nodeGroup !== undefined) env.PODMIN_NODEGROUP = checkNodeGroup(o.nodeGroup);
+  if (kind === "node") {
+    if (o.nodeGroup === undefined) fail("a node's user-data needs its NodeGroup");
+    const host = checkDnsSubdomain("registry hostname", o.registryHostname ?? REGISTRY_HOSTNAME);
+    env.REGISTRY_HOSTNAME = host;
+    env.SANDBOX_IMAGE = `${host}/mirror/${checkImage(o.sandboxImage ?? DEFAULT_SANDBOX_IMAGE)}`;
+    if (o.podEniWaitSeconds !== undefined) {
+      const s = o.podEniWaitSeconds;
+      if (!Number.isInteger(s) || s < 1 || s > 3600) fail("podEniWaitSeconds must be 1-3600");
+      env.POD_ENI_WAIT_SECONDS = String(s);
+    }
+  } else {
+    const nat = o.nat ?? fail("a NAT VM's user-data needs its NAT settings");
+    if (!nat.ipv4SourceCidrs.length) fail("NAT needs at least one IPv4 source CIDR");
+    env.NAT_IPV4_SOURCE_CIDRS = nat.ipv4SourceCidrs.map(checkIpv4Cidr).join(",");
+    if (nat.conntrackMax !== undefined) {
+      const c = nat.conntrackMax;
+      if (!Number.isInteger(c) || c < 1024 || c > 67108864) fail("conntrackMax out of range");
+      env.NAT_CONNTRACK_MAX = String(c);
+    }
+    if (nat.nat64) {
+      const n = nat.nat64;
+      env.NAT64_ENABLED = "true";
+      if (!n.sourceIpv6Cidrs.length) fail("NAT64 needs at least one IPv6 source CIDR");
+      env.NAT64_SOURCE_IPV6_CIDRS = n.sourceIpv6Cidrs.map(checkIpv6Cidr).join(",");
+      if (!IPV4.test(n.pool4Address)) fail(`invalid NAT64 pool4 address ${n.pool4Address}`);
+      env.NAT64_POOL4_ADDRESS = n.pool4Address;
+      const prefix = checkIpv6Cidr(n.prefix ?? DEFAULT_NAT64_PREFIX);
+      if (!prefix.endsWith("/96")) fail("the NAT64 prefix must be a /96");
+      env.NAT64_PREFIX = prefix;
+      if (n.blockedIpv6Cidrs?.length) {
+        env.NAT64_BLOCKED_IPV6_CIDRS = n.blockedIpv6Cidrs.map(checkIpv6Cidr).join(",");
+      } else if (prefix !== DEFAULT_NAT64_PREFIX) {
+        fail("a custom NAT64 prefix requires matching blockedIpv6Cidrs");
+      }
+    } else {
+      env.NAT64_ENABLED = "false";
+    }
+  }
+  return Object.keys(env).sort().map((k) => `${k}=${env[k]}`);
+}
+
+/** The default base URL of the cluster bucket: the regional dual-stack S3 endpoint. */
+export function defaultS3BaseUrl(bucket: string, region: string): string {
+  // Virtual-hosted style, except for bucket names with dots (TLS wildcard certificates).
+  return bucket.includes(".")
+    ? `https://s3.dualstack.${region}.amazonaws.com/${bucket}`
+    : `https://${bucket}.s3.dualstack.${region}.amazonaws.com`;
+}
+
+function asset(name: string): string {
+  const text = VMCONFIG_ASSETS[name];
+  if (text === undefined) throw new Error(`vmconfig asset ${name} is missing`);
+  return text;
+}
+
+/** Renders the user-data; throws ValidationError on bad options or when it exceeds 16 KiB. */
+export function renderUserData(o: UserDataOptions): UserData {
+  const kind = o.kind ?? "node";
+  if (kind !== "node" && kind !== "nat") fail(`invalid kind ${JSON.stringify(kind)}`);
+  const env = userDataEnv(o);
+  const deps = checkDependencies(kind, o.dependencies);
+  const base = o.s3BaseUrl ?? defaultS3BaseUrl(o.bucket, o.region);
+  if (!/^https?:\/\/[A-Za-z0-9.:[\]-]+(\/[a-z0-9.-]+)?$/.test(base)) {
+    fail(`invalid S3 base URL ${JSON.stringify(base)}`);
+  }
+  const depLines = deps.map((d) => `${d.name} ${d.version} ${d.sha256} ${d.size} ${d.key}`);
+  const pins = sha256Hex(depLines.join("\n")).slice(0, 16);
+  const awsLib = asset("lib/aws.sh").replace(/^# shellcheck shell=bash\n/, "");
+  const values: Record<string, string> = {
+    SUMMARY: `podmin ${VERSION}, kind ${kind}, ${o.architecture}, pins ${pins}`,
+    KIND: kind,
+    REGION: o.region,
+    S3_BASE_URL: base,
+    AWS_LIB: awsLib.trimEnd(),
+    DEPENDENCIES: depLines.join("\n"),
+    USER_DATA_ENV: env.join("\n"),
+  };
+  const text = asset("user-data.sh.tmpl").replace(/@@([A-Z0-9_]+)@@/g, (_, k: string) => {
+    const v = values[k];
+    if (v === undefined) throw new Error(`user-data template: unknown placeholder ${k}`);
+    return v;
+  });
+  const raw = new TextEncoder().encode(text);
+  const bytes = o.gzip ? new Uint8Array(gzipSync(raw, { level: 9 })) : raw;
+  if (bytes.length > USER_DATA_LIMIT) {
+    fail(
+      `user-data is ${bytes.length} bytes, over EC2's ${USER_DATA_LIMIT}-byte limit`,
+      o.gzip ? "pin fewer dependencies" : "render with gzip: true (cloud-init inflates gzip)",
+    );
+  }
+  return { bytes, text, size: bytes.length, sha256: sha256Hex(bytes) };
+}

@@ -1,0 +1,205 @@
+/** vmconfig's TypeScript side: embedded assets, the archive, user-data rendering. */
+
+import assert from "node:assert/strict";
+import { gunzipSync } from "node:zlib";
+import { parse as parseYaml } from "yaml";
+import { dependencyBlobKey } from "../core/bucket_layout.ts";
+import { ValidationError } from "../core/errors.ts";
+import { buildVmconfigArchive } from "./archive.ts";
+import { VMCONFIG_ASSETS } from "./assets.ts";
+import { readAssetSources } from "./build_assets.ts";
+import {
+  type Dependency,
+  dependency,
+  renderUserData,
+  USER_DATA_LIMIT,
+  type UserDataOptions,
+} from "./render_user_data.ts";
+
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+function nodeDeps(): Dependency[] {
+  const a = buildVmconfigArchive();
+  return [
+    dependency("vmconfig", a.version, a.bytes),
+    ...[
+      "containerd",
+      "runc",
+      "cni-plugins",
+      "crictl",
+      "kubelet",
+      "podmin-agent",
+      "amazon-ssm-agent",
+    ]
+      .map((n) => dependency(n, "1.2.3", bytes(`${n} contents`))),
+  ];
+}
+
+const NODE: UserDataOptions = {
+  cluster: "prod",
+  bucket: "prod-bucket",
+  region: "eu-central-1",
+  nodeGroup: "workers",
+  architecture: "arm64",
+  dependencies: nodeDeps(),
+};
+
+Deno.test("vmconfig: assets.ts is up to date with the sources (run vmconfig/build_assets.ts)", () => {
+  assert.deepEqual(
+    { ...VMCONFIG_ASSETS },
+    readAssetSources(),
+    "vmconfig/assets.ts is stale: run `deno run -A vmconfig/build_assets.ts`",
+  );
+});
+
+Deno.test("vmconfig: the archive is deterministic, with fixed owners and modes", async () => {
+  const a = buildVmconfigArchive();
+  const b = buildVmconfigArchive();
+  assert.equal(a.sha256, b.sha256);
+  assert.equal(a.size, a.bytes.length);
+  assert.match(a.version, /^\d+\.\d+\.\d+-[0-9a-f]{12}$/);
+  const changed = buildVmconfigArchive({ ...VMCONFIG_ASSETS, "lib/common.sh": "# changed\n" });
+  assert.notEqual(changed.sha256, a.sha256);
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeFile(`${dir}/v.tgz`, a.bytes);
+    const out = await new Deno.Command("tar", {
+      args: ["--numeric-owner", "-tvzf", `${dir}/v.tgz`],
+      stdout: "piped",
+    }).output();
+    const lines = new TextDecoder().decode(out.stdout).trim().split("\n");
+    const files = lines.filter((l) => l.startsWith("-"));
+    assert.equal(files.length, Object.keys(VMCONFIG_ASSETS).length - 1); // no template
+    for (const l of files) {
+      const [mode, owner, , , , name] = l.split(/\s+/);
+      assert.equal(owner, "0/0", l);
+      assert.equal(mode, name.startsWith("bin/") ? "-rwxr-xr-x" : "-rw-r--r--", l);
+    }
+    assert.ok(files.some((l) => l.endsWith(" units/kubelet.service")));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("vmconfig: user-data fits 16 KiB and pins every dependency by digest", () => {
+  const ud = renderUserData(NODE);
+  console.error(`node user-data: ${ud.size} bytes (limit ${USER_DATA_LIMIT})`);
+  assert.ok(ud.size <= USER_DATA_LIMIT);
+  assert.ok(ud.text.startsWith("#!/bin/bash\n"));
+  for (const d of NODE.dependencies) {
+    assert.ok(
+      ud.text.includes(`\n${d.name} ${d.version} ${d.sha256} ${d.size} ${d.key}\n`),
+      d.name,
+    );
+  }
+  assert.ok(ud.text.includes("\nPODMIN_NODEGROUP=workers\n"));
+  assert.ok(
+    ud.text.includes(
+      "\nSANDBOX_IMAGE=registry.podmin.internal/mirror/registry.k8s.io/pause:3.10\n",
+    ),
+  );
+  assert.ok(ud.text.includes("https://prod-bucket.s3.dualstack.eu-central-1.amazonaws.com"));
+  assert.equal(renderUserData(NODE).sha256, ud.sha256, "deterministic");
+  const gz = renderUserData({ ...NODE, gzip: true });
+  assert.equal(new TextDecoder().decode(gunzipSync(gz.bytes)), ud.text);
+  assert.ok(gz.size < ud.size);
+});
+
+Deno.test("vmconfig: user-data changes whenever a pinned dependency changes", () => {
+  const base = renderUserData(NODE).sha256;
+  const deps = NODE.dependencies.map((d) =>
+    d.name === "kubelet" ? dependency("kubelet", d.version, bytes("kubelet rebuilt")) : d
+  );
+  assert.notEqual(renderUserData({ ...NODE, dependencies: deps }).sha256, base);
+  const bumped = NODE.dependencies.map((d) => d.name === "runc" ? { ...d, version: "1.2.4" } : d);
+  assert.notEqual(renderUserData({ ...NODE, dependencies: bumped }).sha256, base);
+  // Order of the input list does not matter.
+  assert.equal(
+    renderUserData({ ...NODE, dependencies: [...NODE.dependencies].reverse() }).sha256,
+    base,
+  );
+});
+
+Deno.test("vmconfig: user-data rejects bad options", () => {
+  const bad: Array<[string, Partial<UserDataOptions>]> = [
+    ["cluster", { cluster: "Prod" }],
+    ["region", { region: "moon-1" }],
+    ["bucket", { bucket: "a" }],
+    ["nodegroup", { nodeGroup: "no_underscores" }],
+    ["registry", { registryHostname: "Registry.Example" }],
+    ["sandbox", { sandboxImage: "pause" }],
+    ["missing dep", { dependencies: NODE.dependencies.filter((d) => d.name !== "kubelet") }],
+    ["unknown dep", { dependencies: [...NODE.dependencies, dependency("jool", "1", bytes("j"))] }],
+    ["duplicate dep", { dependencies: [...NODE.dependencies, NODE.dependencies[1]] }],
+    ["key", {
+      dependencies: NODE.dependencies.map((d) =>
+        d.name === "runc" ? { ...d, key: `dependencies/blobs/sha256/${"0".repeat(64)}` } : d
+      ),
+    }],
+    ["version", {
+      dependencies: NODE.dependencies.map((d) => d.name === "runc" ? { ...d, version: "1 2" } : d),
+    }],
+  ];
+  for (const [what, patch] of bad) {
+    assert.throws(() => renderUserData({ ...NODE, ...patch }), ValidationError, what);
+  }
+  assert.equal(
+    dependency("x", "1", bytes("x")).key,
+    dependencyBlobKey(dependency("x", "1", bytes("x")).sha256),
+  );
+});
+
+Deno.test("vmconfig: NAT user-data carries the NAT64 settings, validated", () => {
+  const deps = [
+    dependency("vmconfig", "1", bytes("v")),
+    dependency("jool", "4.1.14", bytes("j")),
+  ];
+  const nat: UserDataOptions = {
+    kind: "nat",
+    cluster: "prod",
+    bucket: "prod-bucket",
+    region: "us-east-1",
+    architecture: "arm64",
+    dependencies: deps,
+    nat: {
+      ipv4SourceCidrs: ["10.0.0.0/16"],
+      nat64: { sourceIpv6Cidrs: ["2600:1f18::/56"], pool4Address: "10.0.1.5" },
+    },
+  };
+  const ud = renderUserData(nat);
+  for (
+    const line of [
+      "PODMIN_KIND=nat",
+      "NAT64_ENABLED=true",
+      "NAT64_PREFIX=64:ff9b::/96",
+      "NAT64_POOL4_ADDRESS=10.0.1.5",
+      "NAT_IPV4_SOURCE_CIDRS=10.0.0.0/16",
+    ]
+  ) assert.ok(ud.text.includes(`\n${line}\n`), line);
+  assert.throws(() =>
+    renderUserData({
+      ...nat,
+      nat: { ...nat.nat!, nat64: { ...nat.nat!.nat64!, prefix: "2001:db8:64::/96" } },
+    }), /custom NAT64 prefix requires matching blockedIpv6Cidrs/);
+  assert.throws(() => renderUserData({ ...nat, nat: { ipv4SourceCidrs: ["10.0.0.0/33"] } }));
+});
+
+Deno.test("vmconfig: the generated kubelet config is the standalone contract", async () => {
+  const lib = new URL("./lib/", import.meta.url).pathname;
+  const out = await new Deno.Command("bash", {
+    args: [
+      "-c",
+      `source ${lib}common.sh; source ${lib}validate.sh; source ${lib}generate.sh; gen_kubelet_config`,
+    ],
+    stdout: "piped",
+  }).output();
+  assert.ok(out.success);
+  const cfg = parseYaml(new TextDecoder().decode(out.stdout));
+  assert.equal(cfg.kind, "KubeletConfiguration");
+  assert.equal(cfg.staticPodPath, "/etc/podmin/manifests");
+  assert.deepEqual(cfg.systemReserved, { cpu: "200m", memory: "224Mi" });
+  assert.deepEqual(cfg.enforceNodeAllocatable, ["pods"]);
+  assert.deepEqual(cfg.featureGates, { PodInfoAPI: true });
+  assert.equal(cfg.authentication.anonymous.enabled, false);
+  assert.equal(cfg.containerRuntimeEndpoint, "unix:///run/containerd/containerd.sock");
+});
