@@ -1,0 +1,113 @@
+/**
+ * NAT64 instances: per NAT64 group (shared per zone, or dedicated to a NodeGroup) a stable
+ * ENI with an EIP, an IAM role, a launch template and an ASG of exactly one instance.
+ *
+ * The stable ENI (`aws_network_interface`, source/destination check off, one IPv6 address,
+ * a private IPv4 address carrying the EIP) lives outside the ASG: node routes
+ * (`64:ff9b::/96` → ENI) and the public IPv4 address never change when the ASG replaces the
+ * instance. The instance boots with its own primary ENI (IPv6 reaches the EC2 dual-stack
+ * endpoint), reads the stable ENI id from its instance tag `podmin:nat64-eni` (instance
+ * metadata tags are on), attaches it as device 1 (`ec2:AttachNetworkInterface`, allowed for
+ * exactly that ENI) and sends translated traffic through it. The previous instance's
+ * termination detaches the ENI, so a refresh terminates before launching (max 100 %).
+ */
+
+import { type GenContext, nat64Name, nat64SubnetName, TF } from "./context.ts";
+import { NAT64_ENI_TAG, NAT64_TAG, nat64RolePolicy, NODEGROUP_TAG } from "./iam.ts";
+import {
+  addInstanceRole,
+  asgTags,
+  metadataOptions,
+  rootVolume,
+  tagSpecifications,
+} from "./launch.ts";
+import type { Nat64Plan } from "./topology.ts";
+import { base64Utf8, dependsOn, ref } from "./tofu_json.ts";
+
+function addNat64Group(g: GenContext, nat: Nat64Plan): void {
+  const { c, b } = g;
+  const name = nat64Name(nat.tfName);
+  const zoneSubnet = g.t.nat64Subnets.find((s) => s.zone === nat.zone)!;
+  const subnet = nat64SubnetName(zoneSubnet.tfName);
+  const label = `podmin-${c.spec.cluster}-nat64-${nat.key}`;
+  const tags = g.tags(label, {
+    [NAT64_TAG]: nat.key,
+    ...(nat.nodeGroup ? { [NODEGROUP_TAG]: nat.nodeGroup } : {}),
+  });
+  const eniId = ref("aws_network_interface", name, "id");
+
+  b.resource("aws_network_interface", name, {
+    subnet_id: ref("aws_subnet", subnet, "id"),
+    security_groups: [ref("aws_security_group", TF.nat64SecurityGroup, "id")],
+    source_dest_check: false,
+    ipv6_address_count: 1,
+    description: `podmin NAT64 stable ENI ${nat.key}`,
+    tags,
+  });
+  b.resource("aws_eip", name, { domain: "vpc", tags });
+  b.resource("aws_eip_association", name, {
+    allocation_id: ref("aws_eip", name, "id"),
+    network_interface_id: eniId,
+    depends_on: [dependsOn("aws_route", `${subnet}_ipv4_default`)],
+  });
+
+  const profile = addInstanceRole(
+    g,
+    name,
+    nat.roleName,
+    "podmin-nat64",
+    nat64RolePolicy(c, nat, eniId),
+  );
+
+  b.resource("aws_launch_template", name, {
+    name: nat.launchTemplateName,
+    description: `Podmin NAT64 ${nat.key}`,
+    image_id: c.amiIds[nat.architecture]!,
+    instance_type: nat.instanceType,
+    user_data: base64Utf8(c.nat64UserData!),
+    update_default_version: true,
+    iam_instance_profile: { arn: profile },
+    metadata_options: metadataOptions(true),
+    block_device_mappings: rootVolume(nat.architecture),
+    network_interfaces: [{
+      device_index: 0,
+      description: `podmin NAT64 boot ENI ${nat.key}`,
+      security_groups: [ref("aws_security_group", TF.nat64SecurityGroup, "id")],
+      ipv6_address_count: 1,
+      associate_public_ip_address: false,
+      delete_on_termination: true,
+    }],
+    tag_specifications: tagSpecifications({ ...tags, [NAT64_ENI_TAG]: eniId }, tags),
+    tags,
+  });
+
+  b.resource("aws_autoscaling_group", name, {
+    name: nat.asgName,
+    min_size: 1,
+    max_size: 1,
+    desired_capacity: 1,
+    vpc_zone_identifier: [ref("aws_subnet", subnet, "id")],
+    health_check_type: "EC2",
+    health_check_grace_period: 120,
+    wait_for_capacity_timeout: `${nat.capacityWaitMinutes}m`,
+    launch_template: {
+      id: ref("aws_launch_template", name, "id"),
+      version: ref("aws_launch_template", name, "latest_version"),
+    },
+    instance_refresh: {
+      strategy: "Rolling",
+      preferences: { min_healthy_percentage: 0, max_healthy_percentage: 100, skip_matching: true },
+    },
+    tag: asgTags(tags),
+    depends_on: [
+      dependsOn("aws_iam_role_policy", name),
+      dependsOn("aws_eip_association", name),
+      dependsOn("aws_route_table_association", subnet),
+    ],
+  });
+}
+
+/** Adds every NAT64 group of the topology. */
+export function addNat64(g: GenContext): void {
+  for (const nat of g.t.nat64) addNat64Group(g, nat);
+}
