@@ -10,11 +10,9 @@
 
 import { ValidationError } from "../../core/errors.ts";
 
-/** The CPU architectures Podmin builds node dependencies for. */
-export type Architecture = "amd64" | "arm64";
+import { type Architecture, ARCHITECTURES } from "../../core/dependency_manifest.ts";
 
-/** Both architectures, in a stable order. */
-export const ARCHITECTURES: readonly Architecture[] = ["amd64", "arm64"];
+export { type Architecture, ARCHITECTURES };
 
 const FAMILY = /^([a-z]+)(\d+)([a-z]*)(?:-([a-z0-9]+))?$/;
 const LEGACY_HIGH_MEMORY = /^u-\d+tb\d+$/; // u-6tb1.metal and friends (Intel)

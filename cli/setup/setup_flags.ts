@@ -9,7 +9,8 @@
  *   --otel-logs ENDPOINT[,ca=s3://BUCKET/KEY]
  */
 
-import { UsageError } from "../../core/errors.ts";
+import { UsageError, type ValidationError } from "../../core/errors.ts";
+import { architectureOf } from "../infra/instance_types.ts";
 import { checkClusterId, isDnsLabel } from "../../core/names.ts";
 import type { Architecture } from "../../core/dependency_manifest.ts";
 
@@ -52,22 +53,15 @@ export const SETUP_DEFAULTS = {
   nat64InstanceType: "t4g.nano",
 } as const;
 
-const INSTANCE_TYPE = /^([a-z]+)([0-9]+)([a-z-]*)\.([0-9]*[a-z]+[0-9]*)$/;
-
-/**
- * The architecture of an EC2 instance type: Graviton families carry a `g`
- * among the letters after the generation number (c8g, t4g, m7gd, c7gn, g5g,
- * is4gen); `a1` is Graviton too. Everything else is amd64.
- */
-export function architectureOf(instanceType: string): Architecture {
-  const m = INSTANCE_TYPE.exec(instanceType);
-  if (!m) {
-    throw new UsageError(`invalid instance type ${JSON.stringify(instanceType)}`, {
-      hint: "use an EC2 instance type such as c8g.large or m7i.xlarge",
+/** The architecture of an instance type, as a usage error for bad flags. */
+function archOf(instanceType: string, where: string): Architecture {
+  try {
+    return architectureOf(instanceType);
+  } catch (err) {
+    throw new UsageError(`${where}: ${(err as Error).message}`, {
+      hint: (err as ValidationError).hint,
     });
   }
-  if (m[1] === "a" && m[2] === "1") return "arm64";
-  return m[3].includes("g") ? "arm64" : "amd64";
 }
 
 function parseS3(text: string, flag: string): S3Object {
@@ -105,13 +99,7 @@ function parseIpv4Cidr(text: string): string {
 }
 
 function checkInstanceType(value: string, where: string): string {
-  try {
-    architectureOf(value);
-  } catch {
-    throw new UsageError(`${where}: invalid instance type ${JSON.stringify(value)}`, {
-      hint: "use an EC2 instance type such as c8g.large",
-    });
-  }
+  archOf(value, where);
   return value;
 }
 
@@ -129,7 +117,7 @@ export function parseNodeGroup(text: string): NodeGroupFlags {
     size: SETUP_DEFAULTS.nodeGroupSize,
     diskSizeGiB: SETUP_DEFAULTS.diskSizeGiB,
     instanceType: SETUP_DEFAULTS.instanceType,
-    architecture: architectureOf(SETUP_DEFAULTS.instanceType),
+    architecture: archOf(SETUP_DEFAULTS.instanceType, "default instance type"),
   };
   const seen = new Set<string>();
   for (const pair of pairs) {
@@ -154,7 +142,7 @@ export function parseNodeGroup(text: string): NodeGroupFlags {
         break;
       case "instance-type":
         ng.instanceType = checkInstanceType(value, where);
-        ng.architecture = architectureOf(value);
+        ng.architecture = archOf(value, where);
         break;
       case "zone":
         if (!/^[a-z]$/.test(value) && !/^[a-z]{2}(-[a-z]+)+-\d+[a-z]$/.test(value)) {

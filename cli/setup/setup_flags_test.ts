@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { architectureOf, parseSetupFlags, resolveZones } from "./setup_flags.ts";
+import { parseSetupFlags, resolveZones } from "./setup_flags.ts";
 
 const base = {
   cluster: "prod",
@@ -70,34 +70,4 @@ Deno.test("setup flags: precise errors for bad input", () => {
     () => resolveZones(parseSetupFlags({ ...base, nodeGroups: ["w,zone=d"] }), ["us-east-1a"]),
     /not an available zone/,
   );
-});
-
-Deno.test("setup flags: architecture comes from the instance type", () => {
-  for (
-    const t of [
-      "c8g.large",
-      "t4g.nano",
-      "m7gd.xlarge",
-      "c7gn.medium",
-      "g5g.xlarge",
-      "is4gen.large",
-      "a1.large",
-      "r6gd.2xlarge",
-    ]
-  ) {
-    assert.equal(architectureOf(t), "arm64", t);
-  }
-  for (
-    const t of [
-      "m5.large",
-      "c7i.xlarge",
-      "m7a.medium",
-      "g5.xlarge",
-      "m5dn.large",
-      "t3.micro",
-      "inf2.xlarge",
-    ]
-  ) {
-    assert.equal(architectureOf(t), "amd64", t);
-  }
 });

@@ -51,8 +51,9 @@ async function run(binary: string, args: string[], o: TofuOptions): Promise<void
   }).spawn();
   const pump = async (stream: ReadableStream<Uint8Array>) => {
     let buf = "";
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
+    const decoder = new TextDecoder();
+    for await (const bytes of stream) {
+      buf += decoder.decode(bytes, { stream: true });
       const lines = buf.split("\n");
       buf = lines.pop()!;
       for (const l of lines) o.log?.(`  ${l}`);
