@@ -2,6 +2,7 @@
 
 import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
+import { dataplaneCommands } from "./dataplane_command.ts";
 import { registryCommands } from "./registry_command.ts";
 import { runCommands } from "./run_command.ts";
 
@@ -23,7 +24,7 @@ export function programOf(): Program {
   return {
     name: "podmin-agent",
     description: "podmin-agent: converges this VM to the desired state in the cluster bucket.",
-    commands: [...runCommands, ...registryCommands, version],
+    commands: [...runCommands, ...registryCommands, ...dataplaneCommands, version],
     defaultCommand: "run",
   };
 }

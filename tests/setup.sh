@@ -19,9 +19,15 @@ declare -A debs=(
   [bats]=bats
   [nft]=nftables
   [ip]=iproute2
+  [clang]=clang
+  [llvm-strip]=llvm
+  [bpftool]=bpftool
+  [ethtool]=ethtool
   [/usr/lib/cni/ptp]=containernetworking-plugins
 )
 for tool in "${!debs[@]}"; do have "$tool" || missing+=("${debs[$tool]}"); done
+# Libraries without an executable to look for.
+dpkg -s libbpf-dev >/dev/null 2>&1 || missing+=(libbpf-dev)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]]; then
