@@ -1,11 +1,12 @@
 /**
- * vmconfig end to end: the rendered user-data boots a node (and a NAT VM) as root against an
+ * vmconfig end to end: the rendered user-data boots a node (and NAT VMs) as root against an
  * isolated root directory (PODMIN_ROOT), downloading real dependency files from moto with
- * requests signed by the instance role of an IMDSv2 emulator. The node's interfaces are dummies
- * in a throwaway network namespace (PODMIN_NETNS). systemd is the only double: a recorder.
+ * requests signed by the instance role of an IMDSv2 emulator (which also answers the EC2 calls
+ * bootstrap makes). The VMs' interfaces are veths in a throwaway network namespace
+ * (PODMIN_NETNS). systemd and apt-get are the only doubles: recorders.
  * Afterwards the generated containerd config is loaded by the real containerd, the CNI conflist
- * drives the real (installed) ptp/host-local plugins, and the Pod routing script runs for real in
- * the node's namespace.
+ * drives the real (installed) ptp/host-local plugins, the Pod routing script runs for real in
+ * the node's namespace, and the NAT VM's nat.sh loads its ruleset into the real nftables.
  */
 
 import assert from "node:assert/strict";
@@ -14,19 +15,26 @@ import { moto } from "./harness/moto.ts";
 import { testWith } from "./harness/requirements.ts";
 import { startImds } from "./vmconfig/imds_emulator.ts";
 import {
+  aptRecorder,
   deb,
   fakeBinary,
   listTree,
   must,
   netns,
   ownerMode,
+  recorder,
   run,
   seedRoot,
   systemctlRecorder,
   tgz,
 } from "./vmconfig/fixture.ts";
 import { buildVmconfigArchive } from "../vmconfig/archive.ts";
-import { type Dependency, dependency, renderUserData } from "../vmconfig/render_user_data.ts";
+import {
+  type Dependency,
+  dependency,
+  POOL4_DETECT,
+  renderUserData,
+} from "../vmconfig/render_user_data.ts";
 import { dependencyBlobKey } from "../core/bucket_layout.ts";
 
 const TOOLS = ["curl", "containerd", "bats", "ip", "nft", "dpkg-deb", "useradd"];
@@ -98,6 +106,7 @@ interface Booted {
   root: string;
   out: { code: number; stdout: string; stderr: string };
   recorder: { path: string; log: string };
+  apt: { path: string; log: string };
   env: Record<string, string>;
 }
 
@@ -109,16 +118,18 @@ async function boot(
   const root = `${dir}/root`;
   await seedRoot(root);
   const recorder = await systemctlRecorder(dir);
+  const apt = await aptRecorder(dir);
   await Deno.writeTextFile(`${dir}/user-data`, userData);
   const env = {
     PODMIN_ROOT: root,
     SYSTEMCTL: recorder.path,
+    APT_GET: apt.path,
     PODMIN_IMDS_ATTEMPTS: "5",
     PODMIN_CURL_RETRIES: "1",
     ...extraEnv,
   };
   const out = await run("bash", [`${dir}/user-data`], { env });
-  return { root, out, recorder, env };
+  return { root, out, recorder, apt, env };
 }
 
 testWith(
@@ -697,6 +708,254 @@ testWith(
       assert.match(listed, /ip6 saddr != @nat64_sources counter name "nat64_denied_source" drop/);
       const calls = (await Deno.readTextFile(b.recorder.log)).trim().split("\n");
       assert.deepEqual(calls, ["daemon-reload", "enable podmin-nat", "restart podmin-nat"]);
+      // The pinned archive is Jool's source: no attach, no apt-get.
+      assert.ok(env.includes("NAT64_JOOL=archive\n"), env);
+      assert.ok(!env.includes("NAT64_INTERFACE="), env);
+      assert.match(b.out.stderr, /jool: installing the pinned archive jool 4\.1\.14/);
+      assert.match(b.out.stderr, /Jool: the pinned jool 4\.1\.14 archive/);
+      assert.equal(await Deno.readTextFile(b.apt.log), "");
+      assert.deepEqual(imds.attachCalls, []);
+      assert.ok(!imds.requests.some((r) => r.includes("/tags/")), "no tag lookup");
+    } finally {
+      await imds.close();
+      await ns.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);
+
+testWith(
+  "vmconfig boot: NAT VM with pool4 detect attaches its stable ENI and installs Jool from Debian",
+  { root: true, tools: TOOLS },
+  async () => {
+    const m = await moto();
+    const bucket = await m.createBucket();
+    const dir = await Deno.makeTempDir({ prefix: "podmin-vmc-nat64-" });
+    const ns = await netns(`podmin-vmc-nat64-${Deno.pid}`);
+    const INSTANCE = "i-0aaaabbbbccccddd1";
+    const STABLE_ENI = "eni-0dddddddddddddddd";
+    const STABLE_MAC = "02:00:5e:00:01:0b";
+    const POOL4 = "10.99.0.20";
+    let addressAt = 0;
+    const imds = startImds({
+      instanceId: INSTANCE,
+      availabilityZone: "us-east-1b",
+      enis: [{
+        mac: "02:00:5e:00:01:0a",
+        deviceNumber: 0,
+        interfaceId: "eni-0cccccccccccccccc",
+        ipv6s: ["2600:1f18:4b2:ab00::10"],
+        localIpv4s: ["10.99.0.10"],
+      }],
+      tags: { "podmin:cluster": "prod", "podmin:nat64": "zone-b", "podmin:nat64-eni": STABLE_ENI },
+      attachable: [{
+        mac: STABLE_MAC,
+        interfaceId: STABLE_ENI,
+        ipv6s: ["2600:1f18:4b2:ab00::20"],
+        localIpv4s: [POOL4],
+      }],
+      // The replaced instance still holds the ENI for the first attempt.
+      attachInUse: 1,
+      // Hot-plug: the interface shows up at once, its address (DHCP) a little later.
+      onAttach: async (eni) => {
+        await must("ip", [
+          "-n",
+          ns.name,
+          "link",
+          "add",
+          "ens6",
+          "address",
+          eni.mac,
+          "type",
+          "veth",
+          "peer",
+          "name",
+          "ens6-peer",
+        ]);
+        await must("ip", ["-n", ns.name, "link", "set", "ens6-peer", "up"]);
+        await new Promise((r) => setTimeout(r, 800));
+        await must("ip", ["-n", ns.name, "addr", "add", `${POOL4}/27`, "dev", "ens6"]);
+        addressAt = Date.now();
+      },
+    });
+    try {
+      await must("ip", [
+        "-n",
+        ns.name,
+        "link",
+        "add",
+        "ens5",
+        "address",
+        "02:00:5e:00:01:0a",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "ens5-peer",
+      ]);
+      await must("ip", ["-n", ns.name, "link", "set", "ens5-peer", "up"]);
+      await must("ip", ["-n", ns.name, "link", "set", "ens5", "up"]);
+      await must("ip", ["-n", ns.name, "addr", "add", "10.99.0.10/27", "dev", "ens5"]);
+      await must("ip", ["-n", ns.name, "route", "add", "default", "via", "10.99.0.1"]);
+      const kver = (await must("uname", ["-r"])).trim();
+      const a = buildVmconfigArchive();
+      // No pinned jool: the VM installs Debian's packages.
+      const deps = await publish({ vmconfig: [a.version, a.bytes] }, bucket);
+      const ud = renderUserData({
+        kind: "nat",
+        cluster: "prod",
+        bucket,
+        region: "us-east-1",
+        architecture: "arm64",
+        dependencies: deps,
+        nat: {
+          ipv4SourceCidrs: ["10.0.0.0/16"],
+          nat64: { sourceIpv6Cidrs: ["2600:1f18:4b2:aa00::/56"], pool4Address: POOL4_DETECT },
+        },
+      });
+      assert.ok(ud.size <= 16384, `user-data is ${ud.size} bytes`);
+      const b = await boot(ud.text, dir, {
+        PODMIN_S3_BASE_URL: `${m.endpoint}/${bucket}`,
+        PODMIN_IMDS_ENDPOINTS: imds.endpoint,
+        PODMIN_EC2_ENDPOINT: imds.endpoint,
+        PODMIN_NETNS: ns.name,
+        PODMIN_EC2_RETRY_SECONDS: "1",
+      });
+      assert.equal(b.out.code, 0, `user-data failed:\n${b.out.stderr}`);
+      assert.deepEqual(imds.violations, []);
+      const root = b.root;
+
+      // The ENI id came from the instance tag; the attach was retried while "in use".
+      assert.ok(imds.requests.includes("GET /latest/meta-data/tags/instance/podmin:nat64-eni"));
+      const attach = { networkInterfaceId: STABLE_ENI, instanceId: INSTANCE, deviceIndex: "1" };
+      assert.deepEqual(imds.attachCalls, [
+        { ...attach, error: "InvalidNetworkInterface.InUse" },
+        attach,
+      ]);
+      assert.match(b.out.stderr, /AttachNetworkInterface: InvalidNetworkInterface\.InUse/);
+      assert.ok(addressAt > 0, "the address was added");
+      // Bootstrap waited for the address on the interface (DHCP), not only for the metadata.
+      const detectedAt = (await Deno.stat(`${root}/opt/podmin/etc/detected.env`)).mtime!.getTime();
+      assert.ok(detectedAt >= addressAt, `detected.env at ${detectedAt}, address at ${addressAt}`);
+
+      // Pool4 is the address the attached interface really holds.
+      const onIface = await must("ip", ["-n", ns.name, "-4", "-o", "addr", "show", "dev", "ens6"]);
+      assert.match(onIface, new RegExp(`inet ${POOL4.replaceAll(".", "\\.")}/27 `));
+      const userDataEnv = await Deno.readTextFile(`${root}/opt/podmin/etc/user-data.env`);
+      assert.ok(userDataEnv.includes("\nNAT64_POOL4_ADDRESS=detect\n"), userDataEnv);
+      const det = await Deno.readTextFile(`${root}/opt/podmin/etc/detected.env`);
+      for (
+        const line of [
+          `DETECTED_INSTANCE_ID=${INSTANCE}`,
+          "DETECTED_DEFAULT_INTERFACE=ens5",
+          `DETECTED_NAT64_ENI_ID=${STABLE_ENI}`,
+          "DETECTED_NAT64_INTERFACE=ens6",
+          `DETECTED_NAT64_POOL4_ADDRESS=${POOL4}`,
+        ]
+      ) assert.ok(det.includes(`${line}\n`), `${line} in\n${det}`);
+      const envFile = `${root}/opt/env/podmin-nat.env`;
+      const env = await Deno.readTextFile(envFile);
+      assert.deepEqual(env.split("\n").filter((l) => l && !l.startsWith("#")), [
+        "NAT_WAN_INTERFACE=ens5",
+        "NAT_METRICS_INTERFACE=ens5",
+        "NAT_CONNTRACK_MAX=262144",
+        "NAT64_ENABLED=true",
+        "NAT64_PREFIX=64:ff9b::/96",
+        "NAT64_INTERFACE=ens6",
+        `NAT64_POOL4_ADDRESS=${POOL4}`,
+        "NAT64_JOOL=debian",
+        "NAT_RULESET=/etc/podmin/nat/nat.nft",
+        "NAT_SYSCTL=/etc/sysctl.d/90-podmin-nat.conf",
+      ]);
+
+      // Jool: Debian's packages through the apt-get double (never the real apt), logged.
+      const apt = (await Deno.readTextFile(b.apt.log)).trim().split("\n");
+      const opts = "-q -o DPkg::Lock::Timeout=300 -o Acquire::Retries=5";
+      assert.deepEqual(apt, [
+        `DEBIAN_FRONTEND=noninteractive ${opts} update`,
+        `DEBIAN_FRONTEND=noninteractive ${opts} -y --no-install-recommends install ` +
+        `jool-dkms jool-tools linux-headers-${kver}`,
+      ]);
+      assert.match(b.out.stderr, /jool: no pinned archive/);
+      assert.match(
+        b.out.stderr,
+        /Jool: no pinned jool dependency; installing Debian's jool-dkms jool-tools linux-headers-/,
+      );
+      await assert.rejects(Deno.lstat(`${root}/usr/local/sbin/jool`));
+      assert.deepEqual((await Deno.readTextFile(b.recorder.log)).trim().split("\n"), [
+        "daemon-reload",
+        "enable podmin-nat",
+        "restart podmin-nat",
+      ]);
+
+      // podmin-nat.service's script, in the VM's namespace: the real nftables loads the ruleset;
+      // kernel modules, sysctl and Jool's program (as jool-tools would install it) are recorders.
+      const stubs = `${dir}/stubs`;
+      await Deno.mkdir(stubs);
+      for (const c of ["modprobe", "sysctl", "insmod", "modinfo"]) {
+        await Deno.rename((await recorder(dir, c)).path, `${stubs}/${c}`);
+      }
+      const jool = await recorder(dir, "jool");
+      await Deno.mkdir(`${root}/usr/bin`, { recursive: true });
+      await Deno.copyFile(jool.path, `${root}/usr/bin/jool`);
+      await Deno.chmod(`${root}/usr/bin/jool`, 0o755);
+      const natOut = await run("ip", [
+        "netns",
+        "exec",
+        ns.name,
+        "env",
+        `PODMIN_ROOT=${root}`,
+        `PATH=${stubs}:${Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin"}`,
+        `${root}/opt/podmin/bin/nat.sh`,
+      ]);
+      assert.equal(natOut.code, 0, natOut.stderr);
+      assert.match(natOut.stderr, /NAT64 64:ff9b::\/96 -> 10\.99\.0\.20 \(Jool instance podmin\)/);
+      assert.deepEqual((await Deno.readTextFile(`${dir}/modprobe.log`)).trim().split("\n"), [
+        "nf_conntrack",
+        "-a nf_defrag_ipv4 nf_defrag_ipv6",
+        "jool",
+      ]);
+      assert.equal(await Deno.readTextFile(`${dir}/insmod.log`), "");
+      assert.deepEqual((await Deno.readTextFile(jool.log)).trim().split("\n"), [
+        "instance display",
+        "instance add podmin --netfilter --pool6 64:ff9b::/96",
+        `-i podmin pool4 add --tcp ${POOL4} 61001-65535`,
+        `-i podmin pool4 add --udp ${POOL4} 61001-65535`,
+        `-i podmin pool4 add --icmp ${POOL4} 61001-65535`,
+      ]);
+      const listed = await must("ip", [
+        "netns",
+        "exec",
+        ns.name,
+        "nft",
+        "list",
+        "table",
+        "inet",
+        "podmin_nat",
+      ]);
+      assert.match(listed, /ip6 saddr != @nat64_sources counter name "nat64_denied_source" drop/);
+      assert.match(listed, /oifname "ens5" masquerade/);
+
+      // configure.sh again: no apt-get, no restart, no change.
+      const before = env;
+      await Deno.writeTextFile(b.recorder.log, "");
+      const again = await run(`${root}/opt/podmin/bin/configure.sh`, [], { env: b.env });
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stderr, /Jool: Debian's packages, already installed/);
+      assert.equal((await Deno.readTextFile(b.apt.log)).trim().split("\n").length, 2);
+      assert.ok(!(await Deno.readTextFile(b.recorder.log)).includes("restart"));
+      assert.equal(await Deno.readTextFile(envFile), before);
+      assert.equal(imds.attachCalls.length, 2);
+
+      // A bootstrap run again (e.g. after a failure past the attach) finds the ENI attached.
+      const detected = `${root}/opt/podmin/etc/detected.env`;
+      await Deno.remove(detected);
+      const rerun = await run(`${root}/opt/podmin/bin/configure.sh`, [], { env: b.env });
+      assert.equal(rerun.code, 0, rerun.stderr);
+      assert.match(rerun.stderr, new RegExp(`the NAT64 ENI ${STABLE_ENI} is already attached`));
+      assert.equal(imds.attachCalls.length, 2);
+      assert.equal(await Deno.readTextFile(detected), det);
+      assert.deepEqual(imds.violations, []);
     } finally {
       await imds.close();
       await ns.close();

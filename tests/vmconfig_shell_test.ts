@@ -88,7 +88,7 @@ testWith(
     const notOk = out.stdout.match(/^not ok \d+/gm)?.length ?? 0;
     console.error(`bats: ${ok} passed, ${notOk} failed of ${plan?.[1]}`);
     assert.equal(out.code, 0, out.stdout + out.stderr);
-    assert.ok(plan && Number(plan[1]) >= 41, `bats plan: ${plan?.[0]}`);
+    assert.ok(plan && Number(plan[1]) >= 48, `bats plan: ${plan?.[0]}`);
     assert.equal(notOk, 0, out.stdout);
     assert.equal(ok, Number(plan[1]));
     assert.ok(!/# skip/.test(out.stdout), "no skipped bats tests");

@@ -33,12 +33,28 @@ export const DEFAULT_NAT64_PREFIX = "64:ff9b::/96";
 /** The VM kinds vmconfig configures. */
 export type VmKind = "node" | "nat";
 
-/** Dependencies each kind needs; `amazon-ssm-agent` is optional for both. */
+/** Dependencies each kind needs. */
 export const REQUIRED_DEPENDENCIES: Readonly<Record<VmKind, readonly string[]>> = {
   node: ["vmconfig", "containerd", "runc", "cni-plugins", "crictl", "kubelet", "podmin-agent"],
-  nat: ["vmconfig", "jool"],
+  nat: ["vmconfig"],
 };
-const OPTIONAL_DEPENDENCIES = ["amazon-ssm-agent"];
+
+/**
+ * Dependencies each kind may pin. Without a pinned `jool` (a tar.gz with `bin/jool` and
+ * `modules/<kernel-release>/{jool_common,jool}.ko` for the AMI's kernel), a NAT VM with NAT64
+ * installs Debian's `jool-dkms` and `jool-tools` with apt-get at boot.
+ */
+export const OPTIONAL_DEPENDENCIES: Readonly<Record<VmKind, readonly string[]>> = {
+  node: ["amazon-ssm-agent"],
+  nat: ["amazon-ssm-agent", "jool"],
+};
+
+/**
+ * `NatOptions.nat64.pool4Address` value for VMs whose address is not known when the user-data is
+ * rendered (one user-data for every NAT64 instance): at first boot the VM attaches the stable
+ * ENI named by its instance tag `podmin:nat64-eni` as device 1 and uses that ENI's private IPv4.
+ */
+export const POOL4_DETECT = "detect";
 
 /** One pinned dependency file (an entry of dependencies/manifest.json). */
 export interface Dependency {
@@ -57,6 +73,7 @@ export interface NatOptions {
   conntrackMax?: number;
   nat64?: {
     sourceIpv6Cidrs: string[];
+    /** The Jool pool4 IPv4 address, or `"detect"` (`POOL4_DETECT`): see there. */
     pool4Address: string;
     prefix?: string;
     blockedIpv6Cidrs?: string[];
@@ -138,8 +155,14 @@ function checkImage(ref: string): string {
   return ref;
 }
 
+/** The entries of `deps` (e.g. one architecture's manifest entries) that `kind` can pin. */
+export function dependenciesForKind(kind: VmKind, deps: readonly Dependency[]): Dependency[] {
+  const allowed = new Set([...REQUIRED_DEPENDENCIES[kind], ...OPTIONAL_DEPENDENCIES[kind]]);
+  return deps.filter((d) => allowed.has(d.name));
+}
+
 function checkDependencies(kind: VmKind, deps: Dependency[]): Dependency[] {
-  const allowed = new Set([...REQUIRED_DEPENDENCIES[kind], ...OPTIONAL_DEPENDENCIES]);
+  const allowed = new Set([...REQUIRED_DEPENDENCIES[kind], ...OPTIONAL_DEPENDENCIES[kind]]);
   const seen = new Set<string>();
   for (const d of deps) {
     if (!allowed.has(d.name)) fail(`unknown dependency ${JSON.stringify(d.name)} for kind ${kind}`);
@@ -201,7 +224,12 @@ export function userDataEnv(o: UserDataOptions): string[] {
       env.NAT64_ENABLED = "true";
       if (!n.sourceIpv6Cidrs.length) fail("NAT64 needs at least one IPv6 source CIDR");
       env.NAT64_SOURCE_IPV6_CIDRS = n.sourceIpv6Cidrs.map(checkIpv6Cidr).join(",");
-      if (!IPV4.test(n.pool4Address)) fail(`invalid NAT64 pool4 address ${n.pool4Address}`);
+      if (n.pool4Address !== POOL4_DETECT && !IPV4.test(n.pool4Address)) {
+        fail(
+          `invalid NAT64 pool4 address ${JSON.stringify(n.pool4Address)}`,
+          `an IPv4 address, or "${POOL4_DETECT}" (the stable NAT64 ENI's address, found at boot)`,
+        );
+      }
       env.NAT64_POOL4_ADDRESS = n.pool4Address;
       const prefix = checkIpv6Cidr(n.prefix ?? DEFAULT_NAT64_PREFIX);
       if (!prefix.endsWith("/96")) fail("the NAT64 prefix must be a /96");

@@ -9,8 +9,10 @@ import { buildVmconfigArchive } from "./archive.ts";
 import { VMCONFIG_ASSETS } from "./assets.ts";
 import { readAssetSources } from "./build_assets.ts";
 import {
+  dependenciesForKind,
   type Dependency,
   dependency,
+  POOL4_DETECT,
   renderUserData,
   USER_DATA_LIMIT,
   type UserDataOptions,
@@ -182,6 +184,63 @@ Deno.test("vmconfig: NAT user-data carries the NAT64 settings, validated", () =>
       nat: { ...nat.nat!, nat64: { ...nat.nat!.nat64!, prefix: "2001:db8:64::/96" } },
     }), /custom NAT64 prefix requires matching blockedIpv6Cidrs/);
   assert.throws(() => renderUserData({ ...nat, nat: { ipv4SourceCidrs: ["10.0.0.0/33"] } }));
+});
+
+Deno.test("vmconfig: NAT64 user-data for setup: pool4 detected at boot, jool optional", () => {
+  const a = buildVmconfigArchive();
+  const vmconfig = dependency("vmconfig", a.version, a.bytes);
+  const jool = dependency("jool", "4.1.14", bytes("j"));
+  const ssm = dependency("amazon-ssm-agent", "3.3.1", bytes("s"));
+  const nat64 = { sourceIpv6Cidrs: ["2600:1f18::/56"], pool4Address: POOL4_DETECT };
+  const nat: UserDataOptions = {
+    kind: "nat",
+    cluster: "prod",
+    bucket: "prod-bucket",
+    region: "us-east-1",
+    architecture: "arm64",
+    dependencies: [vmconfig],
+    nat: { ipv4SourceCidrs: ["10.0.0.0/16"], nat64 },
+  };
+  // One user-data for every NAT64 instance: no address, no jool archive needed.
+  const ud = renderUserData(nat);
+  console.error(`nat64 user-data: ${ud.size} bytes (limit ${USER_DATA_LIMIT})`);
+  assert.ok(ud.size <= USER_DATA_LIMIT);
+  assert.ok(ud.text.includes("\nNAT64_POOL4_ADDRESS=detect\n"));
+  assert.ok(ud.text.includes("\nNAT64_ENABLED=true\n"));
+  assert.ok(!ud.text.includes("\njool "));
+  // An operator's pinned Jool archive (and the SSM Agent) still work and change the user-data.
+  const pinned = renderUserData({ ...nat, dependencies: [vmconfig, jool, ssm] });
+  assert.ok(pinned.text.includes(`\njool 4.1.14 ${jool.sha256} `));
+  assert.notEqual(pinned.sha256, ud.sha256);
+  // Explicit addresses stay strictly validated.
+  for (const bad of ["", "auto", "Detect", "10.0.1.256", "10.0.1", " 10.0.1.5", "::1"]) {
+    assert.throws(
+      () =>
+        renderUserData({ ...nat, nat: { ...nat.nat!, nat64: { ...nat64, pool4Address: bad } } }),
+      /invalid NAT64 pool4 address/,
+      JSON.stringify(bad),
+    );
+  }
+  const explicit = renderUserData({
+    ...nat,
+    nat: { ...nat.nat!, nat64: { ...nat64, pool4Address: "10.0.1.5" } },
+  });
+  assert.ok(explicit.text.includes("\nNAT64_POOL4_ADDRESS=10.0.1.5\n"));
+  // vmconfig stays required; node dependencies are refused, and filtered by dependenciesForKind.
+  assert.throws(
+    () => renderUserData({ ...nat, dependencies: [jool] }),
+    /missing dependency vmconfig/,
+  );
+  const all = [...nodeDeps(), jool];
+  assert.throws(() => renderUserData({ ...nat, dependencies: all }), /unknown dependency/);
+  assert.deepEqual(
+    dependenciesForKind("nat", all).map((d) => d.name).sort(),
+    ["amazon-ssm-agent", "jool", "vmconfig"],
+  );
+  assert.deepEqual(
+    dependenciesForKind("node", all).map((d) => d.name).sort(),
+    nodeDeps().map((d) => d.name).sort(),
+  );
 });
 
 Deno.test("vmconfig: the generated kubelet config is the standalone contract", async () => {

@@ -109,11 +109,35 @@ export async function ownerMode(path: string): Promise<string> {
   return `${st.uid}:${st.gid} ${((st.mode ?? 0) & 0o7777).toString(8).padStart(4, "0")}`;
 }
 
-/** A recorder standing in for systemctl: appends its arguments, one call per line. */
-export async function systemctlRecorder(dir: string): Promise<{ path: string; log: string }> {
-  const path = `${dir}/systemctl-recorder`;
-  const log = `${dir}/systemctl.log`;
+/** A recorder standing in for a command: appends its arguments, one call per line. */
+export async function recorder(
+  dir: string,
+  name: string,
+): Promise<{ path: string; log: string }> {
+  const path = `${dir}/${name}-recorder`;
+  const log = `${dir}/${name}.log`;
   await Deno.writeTextFile(path, `#!/bin/sh\necho "$*" >>"${log}"\n`, { mode: 0o755 });
+  await Deno.writeTextFile(log, "");
+  return { path, log };
+}
+
+/** A recorder standing in for systemctl. */
+export function systemctlRecorder(dir: string): Promise<{ path: string; log: string }> {
+  return recorder(dir, "systemctl");
+}
+
+/**
+ * A recorder standing in for apt-get: one line per call, "DEBIAN_FRONTEND=<value> <arguments>".
+ * It installs nothing (tests never reach the package archive).
+ */
+export async function aptRecorder(dir: string): Promise<{ path: string; log: string }> {
+  const path = `${dir}/apt-get-recorder`;
+  const log = `${dir}/apt-get.log`;
+  await Deno.writeTextFile(
+    path,
+    `#!/bin/sh\necho "DEBIAN_FRONTEND=\${DEBIAN_FRONTEND:-} $*" >>"${log}"\n`,
+    { mode: 0o755 },
+  );
   await Deno.writeTextFile(log, "");
   return { path, log };
 }

@@ -1,10 +1,12 @@
 /**
  * A small IMDSv2 emulator for vmconfig's boot tests, on 127.0.0.1: session tokens (PUT
  * /latest/api/token; GETs without the token get 401), instance identity, the instance role's
- * credentials (`testing`/`testing`), and per-ENI network metadata. It also answers the one EC2
- * call bootstrap makes, `AssignIpv6Addresses` with `Ipv6PrefixCount=1` (moto does not model IPv6
- * prefixes): the request must be SigV4-signed with the role credentials, and the prefix then
- * appears in the ENI's metadata, as on EC2.
+ * credentials (`testing`/`testing`), instance tags (`meta-data/tags/instance/<key>`) and per-ENI
+ * network metadata. It also answers the EC2 calls bootstrap makes (POST /, which moto does not
+ * model here): `AssignIpv6Addresses` with `Ipv6PrefixCount=1`, after which the prefix appears in
+ * the ENI's metadata, and `AttachNetworkInterface`, after which an attachable ENI appears in the
+ * metadata with the requested device number. EC2 requests must be SigV4-signed with the role
+ * credentials; every attach call is recorded.
  */
 
 /** One ENI as the metadata shows it. */
@@ -17,6 +19,17 @@ export interface EmulatedEni {
   ipv6Prefix?: string;
   /** What AssignIpv6Addresses delegates. */
   prefixToAssign?: string;
+  /** Private IPv4 addresses (`local-ipv4s`), the primary first. */
+  localIpv4s?: string[];
+}
+
+/** One AttachNetworkInterface request as the emulator received it. */
+export interface AttachCall {
+  networkInterfaceId: string | null;
+  instanceId: string | null;
+  deviceIndex: string | null;
+  /** The error code answered, or undefined when the ENI was attached. */
+  error?: string;
 }
 
 export interface ImdsOptions {
@@ -24,6 +37,14 @@ export interface ImdsOptions {
   availabilityZone: string;
   roleName?: string;
   enis: EmulatedEni[];
+  /** Instance tags (instance metadata tags on). */
+  tags?: Record<string, string>;
+  /** ENIs AttachNetworkInterface may attach (the call gives the device number). */
+  attachable?: Array<Omit<EmulatedEni, "deviceNumber">>;
+  /** How many attach calls are answered InvalidNetworkInterface.InUse first (an old instance). */
+  attachInUse?: number;
+  /** Called after an ENI is attached (e.g. to plug its interface in); not awaited. */
+  onAttach?: (eni: EmulatedEni) => Promise<void>;
   /** Called before a prefix is assigned; returns a violation message or undefined. */
   beforeAssign?: (eni: EmulatedEni) => Promise<string | undefined>;
 }
@@ -36,6 +57,8 @@ export interface Imds {
   violations: string[];
   /** When AssignIpv6Addresses was answered (ms since epoch), if it was. */
   assignedAt?: number;
+  /** Every AttachNetworkInterface request, in order. */
+  attachCalls: AttachCall[];
   close(): Promise<void>;
 }
 
@@ -48,10 +71,18 @@ export function startImds(o: ImdsOptions): Imds {
     endpoint: "",
     requests: [],
     violations: [],
+    attachCalls: [],
     close: async () => {},
   };
   const text = (body: string, status = 200) =>
     new Response(body, { status, headers: { "content-type": "text/plain" } });
+  const ec2Error = (code: string, message: string, status = 400) =>
+    new Response(
+      `<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>${code}</Code>` +
+        `<Message>${message}</Message></Error></Errors><RequestID>emulated</RequestID></Response>`,
+      { status, headers: { "content-type": "text/xml" } },
+    );
+  let inUse = o.attachInUse ?? 0;
 
   const handler = async (req: Request): Promise<Response> => {
     const url = new URL(req.url);
@@ -78,12 +109,18 @@ export function startImds(o: ImdsOptions): Imds {
       }),
       "meta-data/network/interfaces/macs/": o.enis.map((e) => `${e.mac}/`).join("\n"),
     };
+    if (o.tags) {
+      // As on EC2, only with instance metadata tags on: the key list, then one path per key.
+      md["meta-data/tags/instance"] = Object.keys(o.tags).join("\n");
+      for (const [k, v] of Object.entries(o.tags)) md[`meta-data/tags/instance/${k}`] = v;
+    }
     for (const e of o.enis) {
       const base = `meta-data/network/interfaces/macs/${e.mac}/`;
       md[`${base}device-number`] = String(e.deviceNumber);
       md[`${base}interface-id`] = e.interfaceId;
       if (e.ipv6s.length) md[`${base}ipv6s`] = e.ipv6s.join("\n");
       if (e.ipv6Prefix) md[`${base}ipv6-prefix`] = e.ipv6Prefix;
+      if (e.localIpv4s?.length) md[`${base}local-ipv4s`] = e.localIpv4s.join("\n");
     }
     const body = md[p];
     return body === undefined ? text("Not Found", 404) : text(body);
@@ -103,6 +140,10 @@ export function startImds(o: ImdsOptions): Imds {
       state.violations.push("EC2 call without the role's session token");
       return text("", 403);
     }
+    if (form.get("Version") !== "2016-11-15") {
+      state.violations.push(`EC2 call without Version=2016-11-15: ${form.toString()}`);
+    }
+    if (form.get("Action") === "AttachNetworkInterface") return attach(form);
     const eni = o.enis.find((e) => e.interfaceId === form.get("NetworkInterfaceId"));
     if (
       form.get("Action") !== "AssignIpv6Addresses" || !eni || form.get("Ipv6PrefixCount") !== "1"
@@ -119,6 +160,52 @@ export function startImds(o: ImdsOptions): Imds {
         `<networkInterfaceId>${eni.interfaceId}</networkInterfaceId>` +
         `<assignedIpv6PrefixSet><item>${eni.ipv6Prefix}</item></assignedIpv6PrefixSet>` +
         `</AssignIpv6AddressesResponse>`,
+      { headers: { "content-type": "text/xml" } },
+    );
+  };
+
+  const attach = (form: URLSearchParams): Response => {
+    const call: AttachCall = {
+      networkInterfaceId: form.get("NetworkInterfaceId"),
+      instanceId: form.get("InstanceId"),
+      deviceIndex: form.get("DeviceIndex"),
+    };
+    state.attachCalls.push(call);
+    const spare = o.attachable?.find((e) => e.interfaceId === call.networkInterfaceId);
+    if (!spare) {
+      call.error = "InvalidNetworkInterfaceID.NotFound";
+      return ec2Error(
+        call.error,
+        `The networkInterface ID '${call.networkInterfaceId}' does not exist`,
+      );
+    }
+    if (call.instanceId !== o.instanceId) {
+      call.error = "InvalidInstanceID.NotFound";
+      state.violations.push(`attach to another instance: ${call.instanceId}`);
+      return ec2Error(call.error, `The instance ID '${call.instanceId}' does not exist`);
+    }
+    if (o.enis.some((e) => e.interfaceId === spare.interfaceId)) {
+      call.error = "InvalidNetworkInterface.InUse";
+      state.violations.push(`attach of ${spare.interfaceId}, already attached to this instance`);
+      return ec2Error(call.error, `Interface: [${spare.interfaceId}] in use.`);
+    }
+    if (inUse > 0) {
+      inUse--;
+      call.error = "InvalidNetworkInterface.InUse";
+      return ec2Error(call.error, `Interface: [${spare.interfaceId}] in use.`);
+    }
+    const device = Number(call.deviceIndex);
+    if (!/^[0-9]+$/.test(call.deviceIndex ?? "") || o.enis.some((e) => e.deviceNumber === device)) {
+      call.error = "InvalidParameterValue";
+      return ec2Error(call.error, `Invalid device index ${call.deviceIndex}`);
+    }
+    const eni: EmulatedEni = { ...spare, deviceNumber: device };
+    o.enis.push(eni);
+    void o.onAttach?.(eni).catch((e) => state.violations.push(`onAttach failed: ${e}`));
+    return new Response(
+      `<AttachNetworkInterfaceResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">` +
+        `<requestId>emulated</requestId><attachmentId>eni-attach-0123456789abcdef0</attachmentId>` +
+        `<networkCardIndex>0</networkCardIndex></AttachNetworkInterfaceResponse>`,
       { headers: { "content-type": "text/xml" } },
     );
   };

@@ -45,6 +45,24 @@ good_jool() {
   [ "$(grep -c '^podmin:' "$PODMIN_ROOT/etc/passwd")" = 1 ]
 }
 
+@test "install.sh installs a NAT set without jool: Jool comes from Debian later" {
+  dep vmconfig "$work/vmconfig.tgz" >"$work/list"
+  run "$work/vmc/bin/install.sh" --kind nat --deps-list "$work/list"
+  [ "$status" -eq 0 ]
+  [[ $output == *"jool: no pinned archive; configure.sh installs Debian's jool-dkms and jool-tools"* ]]
+  [ ! -e "$PODMIN_ROOT/usr/local/sbin/jool" ]
+  [ -x "$PODMIN_ROOT/opt/podmin/bin/nat.sh" ]
+  [ "$(cut -d' ' -f1 "$PODMIN_ROOT/opt/podmin/etc/dependencies.list")" = vmconfig ]
+  # A jool archive without modules is still refused.
+  mkdir -p "$work/jool/bin"
+  printf '#!/bin/sh\n' >"$work/jool/bin/jool"
+  tar -czf "$work/jool.tgz" -C "$work/jool" bin
+  nat_list "$work/jool.tgz" >"$work/list"
+  run "$work/vmc/bin/install.sh" --kind nat --deps-list "$work/list"
+  [ "$status" -ne 0 ]
+  [[ $output == *"archive holds no modules/<kernel-release>/ directory"* ]]
+}
+
 @test "install.sh refuses an archive holding a symlink, and installs nothing" {
   good_jool
   ln -s /etc/shadow "$work/jool/bin/evil"
@@ -82,9 +100,9 @@ good_jool() {
   { nat_list "$work/jool.tgz"; dep jool "$work/jool.tgz"; } >"$work/list"
   run "$work/vmc/bin/install.sh" --kind nat --deps-list "$work/list"
   [[ $output == *"duplicate dependency: jool"* ]]
-  dep vmconfig "$work/vmconfig.tgz" >"$work/list"
+  dep jool "$work/jool.tgz" >"$work/list"
   run "$work/vmc/bin/install.sh" --kind nat --deps-list "$work/list"
-  [[ $output == *"missing dependency: jool"* ]]
+  [[ $output == *"missing dependency: vmconfig"* ]]
   rm "$work/jool/modules/6.1.0-test/jool.ko"
   tar -czf "$work/jool.tgz" -C "$work/jool" bin modules
   nat_list "$work/jool.tgz" >"$work/list"
@@ -131,6 +149,100 @@ nat_root() {
   run "$PODMIN_ROOT/opt/podmin/bin/configure.sh"
   [ "$status" -eq 0 ]
   run ! grep -q restart "$work/systemctl.log"
+}
+
+# A NAT VM root whose NAT64 pool4 address was detected and whose Jool comes from Debian.
+nat64_detect_root() {
+  dep vmconfig "$work/vmconfig.tgz" >"$work/list"
+  "$work/vmc/bin/install.sh" --kind nat --deps-list "$work/list" 2>/dev/null
+  put /opt/podmin/etc/user-data.env 'PODMIN_KIND=nat\nPODMIN_CLUSTER=prod\nPODMIN_BUCKET=prod-bucket\nPODMIN_REGION=us-east-1\nPODMIN_ARCH=arm64\nNAT_IPV4_SOURCE_CIDRS=10.0.0.0/16\nNAT64_ENABLED=true\nNAT64_SOURCE_IPV6_CIDRS=2600:1f18::/56\nNAT64_POOL4_ADDRESS=detect\n'
+  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=eni-0123456789abcdef0\nDETECTED_NAT64_INTERFACE=ens6\nDETECTED_NAT64_POOL4_ADDRESS=10.0.1.5\n'
+  put /opt/podmin/etc/mutable.env 'SSM_AGENT_ENABLED=true\n'
+  export SYSTEMCTL=$work/systemctl APT_GET=$work/apt-get
+  printf '#!/bin/sh\necho "$*" >>"%s"\n' "$work/systemctl.log" >"$SYSTEMCTL"
+  printf '#!/bin/sh\necho "$*" >>"%s"\n' "$work/apt-get.log" >"$APT_GET"
+  chmod +x "$SYSTEMCTL" "$APT_GET"
+}
+
+@test "configure.sh with pool4 detect and no pinned jool: detected address, Jool from Debian once" {
+  nat64_detect_root
+  run "$PODMIN_ROOT/opt/podmin/bin/configure.sh"
+  [ "$status" -eq 0 ]
+  env=$PODMIN_ROOT/opt/env/podmin-nat.env
+  grep -qx 'NAT64_POOL4_ADDRESS=10.0.1.5' "$env"
+  grep -qx 'NAT64_INTERFACE=ens6' "$env"
+  grep -qx 'NAT64_JOOL=debian' "$env"
+  [[ $output == *"Jool: no pinned jool dependency; installing Debian's jool-dkms jool-tools linux-headers-$(uname -r)"* ]]
+  run ! grep -q detect "$env"
+  [ "$(wc -l <"$work/apt-get.log")" = 2 ]
+  grep -q " update$" "$work/apt-get.log"
+  grep -q -- "--no-install-recommends install jool-dkms jool-tools linux-headers-$(uname -r)$" "$work/apt-get.log"
+  # Again: nothing to install, nothing restarted.
+  : >"$work/systemctl.log"
+  run "$PODMIN_ROOT/opt/podmin/bin/configure.sh"
+  [ "$status" -eq 0 ]
+  [ "$(wc -l <"$work/apt-get.log")" = 2 ]
+  run ! grep -q restart "$work/systemctl.log"
+}
+
+@test "configure.sh: a failing apt-get stops the boot; the host's apt-get is never used under a root" {
+  nat64_detect_root
+  printf '#!/bin/sh\necho "$*" >>"%s"\nexit 100\n' "$work/apt-get.log" >"$APT_GET"
+  PODMIN_APT_RETRY_SECONDS=1 run "$PODMIN_ROOT/opt/podmin/bin/configure.sh"
+  [ "$status" -ne 0 ]
+  [[ $output == *"apt-get failed (attempt 3 of 3)"* ]]
+  [[ $output == *"could not install Jool from Debian"* ]]
+  [ "$(grep -c ' update$' "$work/apt-get.log")" = 3 ]
+  [ ! -e "$PODMIN_ROOT/opt/env/podmin-nat.env" ]
+  [ ! -s "$work/systemctl.log" ]
+  unset APT_GET
+  run "$PODMIN_ROOT/opt/podmin/bin/configure.sh"
+  [ "$status" -ne 0 ]
+  [[ $output == *"refusing to run the host's apt-get (set APT_GET)"* ]]
+}
+
+@test "configure.sh refuses pool4 detect without the detected NAT64 ENI" {
+  nat64_detect_root
+  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\n'
+  run "$PODMIN_ROOT/opt/podmin/bin/configure.sh"
+  [ "$status" -ne 0 ]
+  [[ $output == *"NAT64_POOL4_ADDRESS=detect requires DETECTED_NAT64_ENI_ID"* ]]
+  [ ! -e "$PODMIN_ROOT/opt/env/podmin-nat.env" ]
+  [ ! -s "$work/apt-get.log" ]
+}
+
+# stub NAME [EXIT]: a recorder for a command on PATH (kernel and sysctl side of nat.sh).
+stub() {
+  mkdir -p "$work/stubs"
+  printf '#!/bin/sh\necho "$*" >>"%s"\nexit %s\n' "$work/$1.log" "${2:-0}" >"$work/stubs/$1"
+  chmod +x "$work/stubs/$1"
+}
+
+@test "nat.sh: NAT64 off needs no Jool; a pinned module for another kernel is refused" {
+  nat_root
+  for c in modprobe sysctl nft insmod; do stub "$c"; done
+  put /opt/env/podmin-nat.env "NAT_WAN_INTERFACE=lo\nNAT_METRICS_INTERFACE=lo\nNAT_CONNTRACK_MAX=262144\nNAT64_ENABLED=false\nNAT64_PREFIX=64:ff9b::/96\nNAT_RULESET=/etc/podmin/nat/nat.nft\nNAT_SYSCTL=/etc/sysctl.d/90-podmin-nat.conf\n"
+  PATH=$work/stubs:$PATH run "$PODMIN_ROOT/opt/podmin/bin/nat.sh"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$work/nft.log")" = "-f $PODMIN_ROOT/etc/podmin/nat/nat.nft" ]
+  [ ! -e "$work/insmod.log" ]
+  # NAT64 with the pinned archive: modules must be built for the running kernel.
+  kver=$(uname -r)
+  mkdir -p "$PODMIN_ROOT/usr/lib/modules/$kver/extra/podmin"
+  : >"$PODMIN_ROOT/usr/lib/modules/$kver/extra/podmin/jool_common.ko"
+  : >"$PODMIN_ROOT/usr/lib/modules/$kver/extra/podmin/jool.ko"
+  printf '#!/bin/sh\necho "6.1.0-other SMP mod_unload"\n' >"$work/stubs/modinfo"
+  chmod +x "$work/stubs/modinfo"
+  put /opt/env/podmin-nat.env "NAT_WAN_INTERFACE=lo\nNAT_METRICS_INTERFACE=lo\nNAT_CONNTRACK_MAX=262144\nNAT64_ENABLED=true\nNAT64_PREFIX=64:ff9b::/96\nNAT64_POOL4_ADDRESS=10.0.1.5\nNAT64_JOOL=archive\nNAT_RULESET=/etc/podmin/nat/nat.nft\nNAT_SYSCTL=/etc/sysctl.d/90-podmin-nat.conf\n"
+  PATH=$work/stubs:$PATH run "$PODMIN_ROOT/opt/podmin/bin/nat.sh"
+  [ "$status" -ne 0 ]
+  [[ $output == *"jool_common.ko was built for 6.1.0-other, not $kver"* ]]
+  [ ! -e "$work/insmod.log" ]
+  # A NAT64 interface that is not there (the stable ENI is not attached) stops it too.
+  put /opt/env/podmin-nat.env "NAT_WAN_INTERFACE=lo\nNAT_METRICS_INTERFACE=lo\nNAT_CONNTRACK_MAX=262144\nNAT64_ENABLED=true\nNAT64_PREFIX=64:ff9b::/96\nNAT64_INTERFACE=podmin-absent0\nNAT64_POOL4_ADDRESS=10.0.1.5\nNAT64_JOOL=debian\nNAT_RULESET=/etc/podmin/nat/nat.nft\nNAT_SYSCTL=/etc/sysctl.d/90-podmin-nat.conf\n"
+  PATH=$work/stubs:$PATH run "$PODMIN_ROOT/opt/podmin/bin/nat.sh"
+  [ "$status" -ne 0 ]
+  [[ $output == *"no NAT64 interface podmin-absent0"* ]]
 }
 
 @test "configure.sh refuses an invalid user-data.env and replaces nothing" {

@@ -233,6 +233,50 @@ write_mutable() { put /opt/podmin/etc/mutable.env "$1"; }
   nat_rules off
 }
 
+@test "NAT rules: pool4 \"detect\" needs the detected NAT64 ENI, interface and address" {
+  check_type ipv4_or_detect detect
+  check_type ipv4_or_detect 10.0.1.5
+  for v in Detect detected '' 10.0.1.256 'detect ' auto; do
+    run check_type ipv4_or_detect "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+  # The detected address itself is a plain IPv4 address; "detect" never reaches the services.
+  run check_type ipv4 detect
+  [ "$status" -ne 0 ]
+  check_type jool_source archive
+  check_type jool_source debian
+  run check_type jool_source apt
+  [ "$status" -ne 0 ]
+  declare -A c=([NAT64_ENABLED]=true [NAT64_PREFIX]=64:ff9b::/96
+    [NAT64_SOURCE_IPV6_CIDRS]=2600:1f18::/56 [NAT64_POOL4_ADDRESS]=detect)
+  run nat_rules c
+  [ "$status" -ne 0 ]
+  [[ $output == *"NAT64_POOL4_ADDRESS=detect requires DETECTED_NAT64_ENI_ID"* ]]
+  c[DETECTED_NAT64_ENI_ID]=eni-0123456789abcdef0
+  c[DETECTED_NAT64_INTERFACE]=ens6
+  run nat_rules c
+  [ "$status" -ne 0 ]
+  c[DETECTED_NAT64_POOL4_ADDRESS]=10.0.1.5
+  nat_rules c
+}
+
+@test "detected.env of a NAT VM: the NAT64 keys are typed" {
+  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=eni-0123456789abcdef0\nDETECTED_NAT64_INTERFACE=ens6\nDETECTED_NAT64_POOL4_ADDRESS=10.0.1.5\n'
+  declare -A got=()
+  env_read /opt/podmin/etc/detected.env schema_detected nat got
+  [ "${got[DETECTED_NAT64_POOL4_ADDRESS]}" = 10.0.1.5 ]
+  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=i-0123456789abcdef0\nDETECTED_NAT64_POOL4_ADDRESS=detect\n'
+  # shellcheck disable=SC2034 # filled through a nameref
+  declare -A bad=()
+  run env_read /opt/podmin/etc/detected.env schema_detected nat bad
+  [ "$status" -ne 0 ]
+  [[ $output == *"invalid value for DETECTED_NAT64_ENI_ID"* ]]
+  [[ $output == *"invalid value for DETECTED_NAT64_POOL4_ADDRESS"* ]]
+  # A node's detected.env has no NAT64 keys.
+  run env_read /opt/podmin/etc/detected.env schema_detected node bad
+  [[ $output == *"unknown key DETECTED_NAT64_ENI_ID"* ]]
+}
+
 @test "node rules: the sandbox image comes from the registry's mirror/" {
   declare -A c=([REGISTRY_HOSTNAME]=registry.podmin.internal
     [SANDBOX_IMAGE]=registry.k8s.io/pause:3.10)

@@ -9,8 +9,17 @@
 # configured on the interface) and only then asks EC2 for a prefix (AssignIpv6Addresses) when
 # the ENI has none yet.
 #
+# On a NAT VM whose NAT64_POOL4_ADDRESS is "detect" (environment, from user-data.env) it attaches
+# the stable NAT64 ENI named by its instance tag podmin:nat64-eni (instance metadata tags) as
+# device 1 (AttachNetworkInterface, retried while a previous instance still holds the ENI),
+# waits until the interface is there with the ENI's private IPv4 address and records that
+# address as the Jool pool4 address (DETECTED_NAT64_POOL4_ADDRESS).
+#
+# Environment: POD_ENI_WAIT_SECONDS (node, default 300), NAT64_ENI_WAIT_SECONDS (nat, default
+# 900: a replaced instance may hold the ENI for a while), NAT64_POOL4_ADDRESS (nat).
 # Overrides (tests): PODMIN_NETNS (interfaces live in this named network namespace),
-# PODMIN_EC2_ENDPOINT (default https://ec2.<region>.api.aws, the dual-stack endpoint).
+# PODMIN_EC2_ENDPOINT (default https://ec2.<region>.api.aws, the dual-stack endpoint),
+# PODMIN_EC2_RETRY_SECONDS (pause between attach attempts, default 5).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,8 +35,15 @@ kind=${1:-} region=${2:-}
 if ! is_kind "$kind" || ! is_region "$region"; then die "usage: bootstrap.sh node|nat REGION"; fi
 check_root_prefix
 [[ ! -e $(r "$PODMIN_ETC/detected.env") ]] || die "detected.env exists: bootstrap runs once"
-wait_seconds=${POD_ENI_WAIT_SECONDS:-300}
-is_uint_range "$wait_seconds" 1 3600 || die "invalid POD_ENI_WAIT_SECONDS"
+if [[ $kind == node ]]; then
+  wait_seconds=${POD_ENI_WAIT_SECONDS:-300}
+  is_uint_range "$wait_seconds" 1 3600 || die "invalid POD_ENI_WAIT_SECONDS"
+else
+  wait_seconds=${NAT64_ENI_WAIT_SECONDS:-900}
+  is_uint_range "$wait_seconds" 1 3600 || die "invalid NAT64_ENI_WAIT_SECONDS"
+fi
+retry_seconds=${PODMIN_EC2_RETRY_SECONDS:-5}
+is_uint_range "$retry_seconds" 1 60 || die "invalid PODMIN_EC2_RETRY_SECONDS"
 
 ipcmd() {
   if [[ -n ${PODMIN_NETNS:-} ]]; then ip -n "$PODMIN_NETNS" "$@"; else ip "$@"; fi
@@ -57,7 +73,87 @@ has_ipv6() {
   return 1
 }
 
+# has_ipv4 IFACE ADDR: ADDR is configured on IFACE.
+has_ipv4() {
+  local line
+  while IFS= read -r line; do
+    [[ $line =~ inet\ ([0-9.]+)/ && ${BASH_REMATCH[1]} == "$2" ]] && return 0
+  done < <(ipcmd -o -4 addr show dev "$1" 2>/dev/null)
+  return 1
+}
+
 first_line() { printf '%s' "${1%%$'\n'*}"; }
+
+# mac_of_eni ENI: the metadata MAC of the attached ENI with this id, and its device number
+# ("MAC DEVICE"); fails while the ENI is not attached to this instance.
+mac_of_eni() {
+  local macs m id dev
+  macs=$(imds_get meta-data/network/interfaces/macs/ 2>/dev/null) || return 1
+  for m in $macs; do
+    m=${m%/}
+    [[ $m =~ ^[0-9a-f]{2}(:[0-9a-f]{2}){5}$ ]] || die "malformed MAC in metadata: $m"
+    id=$(imds_get "meta-data/network/interfaces/macs/$m/interface-id" 2>/dev/null) || continue
+    [[ $id == "$1" ]] || continue
+    dev=$(imds_get "meta-data/network/interfaces/macs/$m/device-number" 2>/dev/null) || return 1
+    printf '%s %s' "$m" "$dev"
+    return 0
+  done
+  return 1
+}
+
+# attach_nat64_eni: attaches the stable NAT64 ENI (instance tag podmin:nat64-eni) as device 1
+# and records it, its interface and its private IPv4 address (the Jool pool4 address).
+attach_nat64_eni() {
+  local deadline=$((SECONDS + wait_seconds)) eni='' found='' mac dev iface ipv4='' out code
+  local instance=${det[DETECTED_INSTANCE_ID]}
+  while ! eni=$(imds_get meta-data/tags/instance/podmin:nat64-eni 2>/dev/null); do
+    ((SECONDS < deadline)) ||
+      die "no instance tag podmin:nat64-eni in the instance metadata (are instance metadata tags on?)"
+    sleep 1
+  done
+  is_eni_id "$eni" || die "malformed ENI id in the instance tag podmin:nat64-eni: $eni"
+  if found=$(mac_of_eni "$eni"); then
+    log "the NAT64 ENI $eni is already attached"
+  else
+    aws_role_credentials || die "no instance role credentials"
+    log "attaching the NAT64 ENI $eni to $instance as device 1"
+    while ! out=$(ec2_call "$region" "Action=AttachNetworkInterface&NetworkInterfaceId=${eni}&InstanceId=${instance}&DeviceIndex=1"); do
+      code=$(ec2_error_code "$out") || code=
+      case $code in
+      InvalidNetworkInterface.InUse | RequestLimitExceeded)
+        ((SECONDS < deadline)) || die "the NAT64 ENI $eni is still in use after ${wait_seconds}s"
+        log "AttachNetworkInterface: $code (a previous instance may still hold $eni); retrying"
+        sleep "$retry_seconds"
+        ;;
+      *) die "AttachNetworkInterface failed for $eni: ${code:-no EC2 answer}" ;;
+      esac
+    done
+  fi
+  # The attachment shows in the metadata, then the kernel's interface, then its address (DHCP).
+  while :; do
+    if [[ -z $found ]]; then found=$(mac_of_eni "$eni") || found=; fi
+    if [[ -n $found ]]; then
+      read -r mac dev <<<"$found"
+      [[ $dev == 1 ]] || die "the NAT64 ENI $eni is attached as device $dev, not 1"
+      if iface=$(iface_of_mac "$mac"); then
+        ipcmd link set dev "$iface" up 2>/dev/null || true
+        if [[ -z $ipv4 ]]; then
+          ipv4=$(imds_get "meta-data/network/interfaces/macs/$mac/local-ipv4s" 2>/dev/null) || ipv4=
+          ipv4=$(first_line "$ipv4")
+          [[ -z $ipv4 ]] || is_ipv4 "$ipv4" || die "malformed private IPv4 of $eni: $ipv4"
+        fi
+        [[ -n $ipv4 ]] && has_ipv4 "$iface" "$ipv4" && break
+      fi
+    fi
+    ((SECONDS < deadline)) ||
+      die "the NAT64 ENI $eni (${iface:-no interface yet}) has no IPv4 address ${ipv4:-} after ${wait_seconds}s"
+    sleep 1
+  done
+  det[DETECTED_NAT64_ENI_ID]=$eni
+  det[DETECTED_NAT64_INTERFACE]=$iface
+  det[DETECTED_NAT64_POOL4_ADDRESS]=$ipv4
+  log "NAT64 ENI $eni is $iface with $ipv4 (the Jool pool4 address)"
+}
 
 declare -A det=()
 imds_token || die "no instance metadata"
@@ -114,11 +210,10 @@ if [[ $kind == node ]]; then
   if [[ -z $prefix ]]; then
     eni=${det[DETECTED_POD_ENI_ID]}
     is_eni_id "$eni" || die "malformed Pod ENI id: $eni"
-    endpoint=${PODMIN_EC2_ENDPOINT:-https://ec2.${region}.api.aws}
+    aws_role_credentials || die "no instance role credentials"
     log "assigning a delegated IPv6 prefix to $eni"
-    aws_curl ec2 "$region" --max-time 60 -o /dev/null \
-      --data "Action=AssignIpv6Addresses&Version=2016-11-15&NetworkInterfaceId=${eni}&Ipv6PrefixCount=1" \
-      "$endpoint/" || die "AssignIpv6Addresses failed for $eni"
+    out=$(ec2_call "$region" "Action=AssignIpv6Addresses&NetworkInterfaceId=${eni}&Ipv6PrefixCount=1") ||
+      die "AssignIpv6Addresses failed for $eni: $(ec2_error_code "$out" || echo no EC2 answer)"
     deadline=$((SECONDS + wait_seconds))
     while :; do
       prefix=$(imds_get "meta-data/network/interfaces/macs/$pod_mac/ipv6-prefix" 2>/dev/null) || prefix=
@@ -134,6 +229,7 @@ else
   line=$(ipcmd -o -4 route show default | head -n 1) || line=
   [[ $line =~ \ dev\ ([^ ]+) ]] || die "no IPv4 default route: cannot detect the NAT interface"
   det[DETECTED_DEFAULT_INTERFACE]=${BASH_REMATCH[1]}
+  if [[ ${NAT64_POOL4_ADDRESS:-} == detect ]]; then attach_nat64_eni; fi
 fi
 
 # Validate what was detected exactly as configure.sh will read it, then write it once.

@@ -10,6 +10,12 @@
 # Outputs: /opt/env/<service>.env and the services' configuration files. Only files whose content
 # changed are replaced (atomically) and only the services they feed are restarted, so running
 # configure.sh again is a no-op. Nothing is replaced when any layer is invalid.
+#
+# NAT kind with NAT64: Jool comes from the pinned "jool" dependency when there is one (installed
+# by install.sh), else from Debian's jool-dkms and jool-tools, installed here with apt-get once
+# per kernel release (after bootstrap attached the NAT64 ENI). APT_GET selects the apt-get (tests
+# point it at a recorder; PODMIN_ROOT alone never reaches the host's apt-get);
+# PODMIN_APT_RETRY_SECONDS the pause between its three attempts (default 10).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,6 +54,41 @@ dependency_version() {
   return 1
 }
 
+# jool_from_debian: Jool from Debian (no pinned jool dependency): jool-dkms builds the modules
+# for the running kernel (hence its headers), jool-tools brings /usr/bin/jool. apt verifies the
+# archive's signatures. Once per kernel release (a marker in the state directory).
+jool_from_debian() {
+  local kver marker=$PODMIN_STATE_DIR/jool-debian.installed packages attempt apt
+  kver=$(uname -r)
+  [[ $kver =~ ^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}$ ]] || die "unexpected kernel release: $kver"
+  packages="jool-dkms jool-tools linux-headers-$kver"
+  if [[ -f $(r "$marker") && $(<"$(r "$marker")") == "$packages" ]]; then
+    log "Jool: Debian's packages, already installed ($packages)"
+    return 0
+  fi
+  if [[ -z ${APT_GET:-} && -n $PODMIN_ROOT ]]; then
+    die "PODMIN_ROOT is set: refusing to run the host's apt-get (set APT_GET)"
+  fi
+  apt=${APT_GET:-apt-get}
+  local pause=${PODMIN_APT_RETRY_SECONDS:-10}
+  is_uint_range "$pause" 0 600 || die "invalid PODMIN_APT_RETRY_SECONDS"
+  log "Jool: no pinned jool dependency; installing Debian's $packages with apt-get"
+  local -a opts=(-q -o DPkg::Lock::Timeout=300 -o Acquire::Retries=5)
+  for attempt in 1 2 3; do
+    # shellcheck disable=SC2086 # $packages: three package names
+    if DEBIAN_FRONTEND=noninteractive "$apt" "${opts[@]}" update >&2 &&
+      DEBIAN_FRONTEND=noninteractive "$apt" "${opts[@]}" -y --no-install-recommends \
+        install $packages >&2; then
+      printf '%s\n' "$packages" | put_file "$marker" root root 0644 || true
+      log "Jool: installed $packages from Debian"
+      return 0
+    fi
+    log "apt-get failed (attempt $attempt of 3)"
+    ((attempt == 3)) || sleep "$pause"
+  done
+  die "could not install Jool from Debian ($packages)"
+}
+
 configure() {
   check_root_prefix
   local kind
@@ -58,7 +99,9 @@ configure() {
 
   if [[ ! -e $(r "$PODMIN_ETC/detected.env") ]]; then
     log "first run: bootstrap"
-    POD_ENI_WAIT_SECONDS=${ud[POD_ENI_WAIT_SECONDS]:-300} \
+    local pool4=''
+    [[ ${ud[NAT64_ENABLED]:-} == true ]] && pool4=${ud[NAT64_POOL4_ADDRESS]:-}
+    POD_ENI_WAIT_SECONDS=${ud[POD_ENI_WAIT_SECONDS]:-300} NAT64_POOL4_ADDRESS=$pool4 \
       "$here/bin/bootstrap.sh" "$kind" "${ud[PODMIN_REGION]}" || die "bootstrap failed"
   fi
   env_read "$PODMIN_ETC/detected.env" schema_detected "$kind" det || die "invalid detected.env"
@@ -126,10 +169,26 @@ configure() {
     [[ -n ${cfg[NAT_METRICS_INTERFACE]:-} ]] || cfg[NAT_METRICS_INTERFACE]=${cfg[DETECTED_DEFAULT_INTERFACE]}
     nat_rules cfg || die "invalid NAT configuration"
     services=(podmin-nat)
-    env_file podmin-nat "NAT_WAN_INTERFACE=${cfg[DETECTED_DEFAULT_INTERFACE]}" \
-      "NAT_METRICS_INTERFACE=${cfg[NAT_METRICS_INTERFACE]}" \
-      "NAT_CONNTRACK_MAX=${cfg[NAT_CONNTRACK_MAX]}" "NAT64_ENABLED=${cfg[NAT64_ENABLED]}" \
-      "NAT64_PREFIX=${cfg[NAT64_PREFIX]}" "NAT64_POOL4_ADDRESS=${cfg[NAT64_POOL4_ADDRESS]:-}" \
+    local -a nat_env=("NAT_WAN_INTERFACE=${cfg[DETECTED_DEFAULT_INTERFACE]}"
+      "NAT_METRICS_INTERFACE=${cfg[NAT_METRICS_INTERFACE]}"
+      "NAT_CONNTRACK_MAX=${cfg[NAT_CONNTRACK_MAX]}" "NAT64_ENABLED=${cfg[NAT64_ENABLED]}"
+      "NAT64_PREFIX=${cfg[NAT64_PREFIX]}")
+    if [[ ${cfg[NAT64_ENABLED]} == true ]]; then
+      local pool4=${cfg[NAT64_POOL4_ADDRESS]} jool_version
+      if [[ $pool4 == detect ]]; then
+        pool4=${cfg[DETECTED_NAT64_POOL4_ADDRESS]}
+        nat_env+=("NAT64_INTERFACE=${cfg[DETECTED_NAT64_INTERFACE]}")
+      fi
+      nat_env+=("NAT64_POOL4_ADDRESS=$pool4")
+      if jool_version=$(dependency_version jool); then
+        log "Jool: the pinned jool $jool_version archive (installed by install.sh)"
+        nat_env+=(NAT64_JOOL=archive)
+      else
+        jool_from_debian
+        nat_env+=(NAT64_JOOL=debian)
+      fi
+    fi
+    env_file podmin-nat "${nat_env[@]}" \
       "NAT_RULESET=$NAT_RULESET" "NAT_SYSCTL=/etc/sysctl.d/90-podmin-nat.conf"
     emit podmin-nat "$NAT_RULESET" root root 0644 < <(gen_nat_ruleset cfg)
     emit podmin-nat /etc/sysctl.d/90-podmin-nat.conf root root 0644 < <(gen_nat_sysctl "${cfg[NAT_CONNTRACK_MAX]}")

@@ -7,6 +7,10 @@
 # "NAME VERSION SHA256 SIZE FILE". Every archive is unpacked and checked (regular files and
 # directories only, no absolute or '..' member names, every expected member present) before the
 # first file is installed. Re-running is harmless: unchanged files are left alone.
+#
+# NAT kind: "jool" (a tar.gz with bin/jool and modules/<kernel-release>/{jool_common,jool}.ko) is
+# optional. Without it, configure.sh installs Debian's jool-dkms and jool-tools with apt-get
+# when NAT64 is enabled (after bootstrap has attached the NAT64 ENI).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,7 +36,10 @@ check_root_prefix
 declare -A required=() optional=([amazon-ssm-agent]=1)
 case $kind in
 node) for n in vmconfig containerd runc cni-plugins crictl kubelet podmin-agent; do required[$n]=1; done ;;
-nat) for n in vmconfig jool; do required[$n]=1; done ;;
+nat)
+  required[vmconfig]=1
+  optional[jool]=1
+  ;;
 esac
 
 declare -A dep_file=() dep_version=() dep_sha=()
@@ -103,18 +110,23 @@ node)
   add podmin-agent podmin-agent /usr/local/bin/podmin-agent 0755
   ;;
 nat)
-  add jool bin/jool /usr/local/sbin/jool 0755
-  kernels=0
-  for d in "$scratch"/jool/modules/*/; do
-    [[ -d $d ]] || continue
-    kver=$(basename "$d")
-    [[ $kver =~ ^[A-Za-z0-9._+-]{1,64}$ ]] || die "jool: invalid kernel release directory $kver"
-    for m in jool_common jool; do
-      add jool "modules/$kver/$m.ko" "/usr/lib/modules/$kver/extra/podmin/$m.ko" 0644
+  if [[ -n ${dep_file[jool]:-} ]]; then
+    log "jool: installing the pinned archive jool ${dep_version[jool]}"
+    add jool bin/jool /usr/local/sbin/jool 0755
+    kernels=0
+    for d in "$scratch"/jool/modules/*/; do
+      [[ -d $d ]] || continue
+      kver=$(basename "$d")
+      [[ $kver =~ ^[A-Za-z0-9._+-]{1,64}$ ]] || die "jool: invalid kernel release directory $kver"
+      for m in jool_common jool; do
+        add jool "modules/$kver/$m.ko" "/usr/lib/modules/$kver/extra/podmin/$m.ko" 0644
+      done
+      kernels=$((kernels + 1))
     done
-    kernels=$((kernels + 1))
-  done
-  ((kernels > 0)) || die "jool: archive holds no modules/<kernel-release>/ directory"
+    ((kernels > 0)) || die "jool: archive holds no modules/<kernel-release>/ directory"
+  else
+    log "jool: no pinned archive; configure.sh installs Debian's jool-dkms and jool-tools if NAT64 is on"
+  fi
   ;;
 esac
 if [[ -n ${dep_file[amazon-ssm-agent]:-} ]]; then

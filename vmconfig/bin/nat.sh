@@ -5,7 +5,9 @@
 # allowlisted sources; NAT64 source allowlist and non-global destination filter in a raw-priority
 # prerouting chain, i.e. before Jool translates) and, when NAT64 is enabled, a Jool instance in
 # netfilter mode with the configured pool6 and pool4. Jool's modules must match the running
-# kernel: they are loaded from /usr/lib/modules/$(uname -r)/extra/podmin/.
+# kernel. NAT64_JOOL says where Jool comes from: "archive" (the pinned dependency: modules in
+# /usr/lib/modules/$(uname -r)/extra/podmin/, /usr/local/sbin/jool) or "debian" (jool-dkms
+# built them for this kernel, modprobe finds them; jool-tools' /usr/bin/jool).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,18 +30,30 @@ nft -f "$(r "${env[NAT_RULESET]}")"
 log "applied ${env[NAT_RULESET]} (WAN ${env[NAT_WAN_INTERFACE]})"
 
 if [[ ${env[NAT64_ENABLED]} == true ]]; then
+  [[ -n ${env[NAT64_POOL4_ADDRESS]:-} && -n ${env[NAT64_JOOL]:-} ]] ||
+    die "NAT64 needs NAT64_POOL4_ADDRESS and NAT64_JOOL in podmin-nat.env"
+  if [[ -n ${env[NAT64_INTERFACE]:-} && ! -d /sys/class/net/${env[NAT64_INTERFACE]} ]]; then
+    die "no NAT64 interface ${env[NAT64_INTERFACE]} (the stable NAT64 ENI is not attached)"
+  fi
   kver=$(uname -r)
-  moddir=$(r "/usr/lib/modules/$kver/extra/podmin")
-  for m in jool_common jool; do
-    [[ -f $moddir/$m.ko ]] || die "no Jool module $m for kernel $kver (the jool dependency must match)"
-    magic=$(modinfo -F vermagic "$moddir/$m.ko") || die "unreadable module $m.ko"
-    [[ ${magic%% *} == "$kver" ]] || die "$m.ko was built for ${magic%% *}, not $kver"
-  done
   modprobe -a nf_defrag_ipv4 nf_defrag_ipv6
-  for m in jool_common jool; do
-    [[ -d /sys/module/$m ]] || insmod "$moddir/$m.ko"
-  done
-  jool=$(r /usr/local/sbin/jool)
+  if [[ ${env[NAT64_JOOL]} == archive ]]; then
+    moddir=$(r "/usr/lib/modules/$kver/extra/podmin")
+    for m in jool_common jool; do
+      [[ -f $moddir/$m.ko ]] || die "no Jool module $m for kernel $kver (the jool dependency must match)"
+      magic=$(modinfo -F vermagic "$moddir/$m.ko") || die "unreadable module $m.ko"
+      [[ ${magic%% *} == "$kver" ]] || die "$m.ko was built for ${magic%% *}, not $kver"
+    done
+    for m in jool_common jool; do
+      [[ -d /sys/module/$m ]] || insmod "$moddir/$m.ko"
+    done
+    jool=$(r /usr/local/sbin/jool)
+  else
+    modprobe jool ||
+      die "no Jool module for kernel $kver (Debian's jool-dkms builds it when linux-headers-$kver is installed)"
+    jool=$(r /usr/bin/jool)
+  fi
+  log "Jool from ${env[NAT64_JOOL]} ($jool)"
   if "$jool" instance display 2>/dev/null | grep -qw podmin; then "$jool" instance remove podmin; fi
   "$jool" instance add podmin --netfilter --pool6 "${env[NAT64_PREFIX]}"
   for proto in --tcp --udp --icmp; do

@@ -7,7 +7,8 @@
 # never on its command line, so other processes cannot read them from /proc.
 #
 # Overrides (tests): PODMIN_IMDS_ENDPOINTS (space-separated base URLs tried in order),
-# PODMIN_IMDS_ATTEMPTS, PODMIN_CURL_RETRIES.
+# PODMIN_IMDS_ATTEMPTS, PODMIN_CURL_RETRIES, PODMIN_EC2_ENDPOINT (default
+# https://ec2.<region>.api.aws, the dual-stack endpoint).
 
 PODMIN_IMDS_ENDPOINTS=${PODMIN_IMDS_ENDPOINTS:-"http://169.254.169.254 http://[fd00:ec2::254]"}
 PODMIN_IMDS_ATTEMPTS=${PODMIN_IMDS_ATTEMPTS:-60}
@@ -79,16 +80,38 @@ aws_role_credentials() {
   return 1
 }
 
-# aws_curl SERVICE REGION CURL-ARGS...: curl signed with the role credentials (SigV4).
-aws_curl() {
+# aws_request SERVICE REGION CURL-ARGS...: curl signed with the role credentials (SigV4). An
+# HTTP error status is not a curl failure here (see aws_curl).
+aws_request() {
   local service=$1 region=$2
   shift 2
   [[ -n $AWS_CREDS_KEY ]] || aws_role_credentials || return 1
-  curl -K - --aws-sigv4 "aws:amz:${region}:${service}" -fsS --connect-timeout 5 \
+  curl -K - --aws-sigv4 "aws:amz:${region}:${service}" -sS --connect-timeout 5 \
     --retry "$PODMIN_CURL_RETRIES" --retry-connrefused --retry-delay 1 "$@" <<CONF
 user = "${AWS_CREDS_KEY}:${AWS_CREDS_SECRET}"
 header = "x-amz-security-token: ${AWS_CREDS_TOKEN}"
 CONF
+}
+
+# aws_curl SERVICE REGION CURL-ARGS...: aws_request that fails on an HTTP error status.
+aws_curl() { aws_request "$1" "$2" -f "${@:3}"; }
+
+# ec2_call REGION PARAMS: one EC2 Query API call (POST "Action=...&..."); prints the response
+# body (on an error: EC2's XML naming the error Code) and fails unless the status is 2xx.
+# (Called in $(...), it cannot keep the credentials it loads: load them first.)
+ec2_call() {
+  local out status
+  out=$(aws_request ec2 "$1" --max-time 60 -w '\n%{http_code}' \
+    --data "$2&Version=2016-11-15" "${PODMIN_EC2_ENDPOINT:-https://ec2.$1.api.aws}/") || return 1
+  status=${out##*$'\n'}
+  printf '%s\n' "${out%$'\n'*}"
+  [[ $status == 2[0-9][0-9] ]]
+}
+
+# ec2_error_code RESPONSE: the <Code> of an EC2 error response.
+ec2_error_code() {
+  local re='<Code>([A-Za-z0-9.]{1,100})</Code>'
+  [[ $1 =~ $re ]] && printf '%s' "${BASH_REMATCH[1]}"
 }
 
 # s3_get BASE-URL REGION KEY OUT: downloads one object (BASE-URL ends before "/KEY").

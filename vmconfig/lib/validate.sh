@@ -166,6 +166,8 @@ check_type() {
   image) is_image_ref "$v" ;;
   loopback_ip) is_loopback_ip "$v" ;;
   ipv4) is_ipv4 "$v" ;;
+  ipv4_or_detect) [[ $v == detect ]] || is_ipv4 "$v" ;;
+  jool_source) [[ $v == archive || $v == debian ]] ;;
   ipv4_cidr) is_ipv4_cidr "$v" ;;
   ipv6) is_ipv6 "$v" ;;
   ipv6_cidr) is_ipv6_cidr "$v" ;;
@@ -214,7 +216,7 @@ NAT_IPV4_SOURCE_CIDRS list:ipv4_cidr required -
 NAT_CONNTRACK_MAX uint:1024:67108864 optional 262144
 NAT64_ENABLED bool optional false
 NAT64_SOURCE_IPV6_CIDRS list:ipv6_cidr optional -
-NAT64_POOL4_ADDRESS ipv4 optional -
+NAT64_POOL4_ADDRESS ipv4_or_detect optional -
 NAT64_PREFIX ipv6_cidr96 optional 64:ff9b::/96
 NAT64_BLOCKED_IPV6_CIDRS list:ipv6_cidr optional -
 S
@@ -242,6 +244,9 @@ S
   nat)
     cat <<'S'
 DETECTED_DEFAULT_INTERFACE iface required -
+DETECTED_NAT64_ENI_ID eni_id optional -
+DETECTED_NAT64_INTERFACE iface optional -
+DETECTED_NAT64_POOL4_ADDRESS ipv4 optional -
 S
     ;;
   esac
@@ -386,6 +391,12 @@ nat_rules() {
       log "NAT64_ENABLED=true requires NAT64_POOL4_ADDRESS"
       _ok=1
     }
+    # "detect": bootstrap attached the stable NAT64 ENI and recorded its private IPv4.
+    if [[ ${_n[NAT64_POOL4_ADDRESS]:-} == detect && (-z ${_n[DETECTED_NAT64_POOL4_ADDRESS]:-} ||
+      -z ${_n[DETECTED_NAT64_INTERFACE]:-} || -z ${_n[DETECTED_NAT64_ENI_ID]:-}) ]]; then
+      log "NAT64_POOL4_ADDRESS=detect requires DETECTED_NAT64_ENI_ID, DETECTED_NAT64_INTERFACE and DETECTED_NAT64_POOL4_ADDRESS"
+      _ok=1
+    fi
     if [[ ${_n[NAT64_PREFIX]} != 64:ff9b::/96 && -z ${_n[NAT64_BLOCKED_IPV6_CIDRS]:-} ]]; then
       log "a custom NAT64_PREFIX requires matching NAT64_BLOCKED_IPV6_CIDRS"
       _ok=1
@@ -439,6 +450,8 @@ NAT_CONNTRACK_MAX uint:1024:67108864 required -
 NAT64_ENABLED bool required -
 NAT64_PREFIX ipv6_cidr96 required -
 NAT64_POOL4_ADDRESS ipv4 optional -
+NAT64_INTERFACE iface optional -
+NAT64_JOOL jool_source optional -
 NAT_RULESET path required -
 NAT_SYSCTL path required -
 S
