@@ -5,11 +5,11 @@ import { UsageError } from "../core/errors.ts";
 import { formatBytes } from "../core/progress.ts";
 import { openStore } from "../core/store_url.ts";
 import { parseImageRepository } from "../core/bucket_layout.ts";
-import { checkTag, mirrorHostComponent } from "../core/names.ts";
+import { checkTag } from "../core/names.ts";
 import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
 import { openImageSource } from "../registry/image_source.ts";
 import { writeImage, type WriteImageResult } from "../registry/image_writer.ts";
-import { parseUpstreamRef, UpstreamSource } from "../registry/upstream.ts";
+import { mirrorPathOf, parseUpstreamRef, UpstreamSource } from "../registry/upstream.ts";
 
 function storeOf(ctx: CommandContext) {
   const region = typeof ctx.values.region === "string" ? ctx.values.region : undefined;
@@ -116,7 +116,7 @@ Example:
       credentials: (ctx.values.creds as string | undefined) ?? Deno.env.get("PODMIN_MIRROR_CREDS"),
       plainHttp: ctx.values["plain-http"] as boolean,
     });
-    const path = `mirror/${mirrorHostComponent(ref.registry)}/${ref.repository}`;
+    const path = mirrorPathOf(ref);
     const repo = parseImageRepository(path);
     const r = await writeImage({
       store: storeOf(ctx),

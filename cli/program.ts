@@ -4,6 +4,7 @@ import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
 import { deployCommands } from "./deploy_commands.ts";
 import { imageCommands } from "./image_commands.ts";
+import { setupCommands } from "./setup/setup_command.ts";
 import { teardownCommands } from "./setup/teardown_commands.ts";
 
 const version: Command = {
@@ -22,6 +23,12 @@ export function programOf(): Program {
   return {
     name: "podmin",
     description: "podmin: run containers on AWS VMs with an S3 bucket as the control plane.",
-    commands: [...deployCommands, ...imageCommands, ...teardownCommands(), version],
+    commands: [
+      ...deployCommands,
+      ...imageCommands,
+      ...setupCommands(),
+      ...teardownCommands(),
+      version,
+    ],
   };
 }

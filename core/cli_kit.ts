@@ -37,6 +37,8 @@ export interface Command {
   options: OptionSpec;
   /** Accepts positional arguments. */
   positionals?: boolean;
+  /** Rewrites argv before parsing (flags whose value is optional, like `--nat64`). */
+  rewriteArgs?: (args: string[]) => string[];
   run(ctx: CommandContext): Promise<number | void>;
 }
 
@@ -124,7 +126,7 @@ export async function runProgram(
     let parsed;
     try {
       parsed = parseArgs({
-        args: rest,
+        args: command.rewriteArgs ? command.rewriteArgs(rest) : rest,
         options: { ...GLOBAL_OPTIONS, ...command.options },
         allowPositionals: command.positionals ?? false,
         strict: true,

@@ -12,7 +12,7 @@ import {
   UsageError,
   ValidationError,
 } from "../core/errors.ts";
-import { checkRegistryHost, checkRepository, checkTag } from "../core/names.ts";
+import { checkRegistryHost, checkRepository, checkTag, mirrorHostComponent } from "../core/names.ts";
 import type { ImageSource, ManifestDoc } from "./image_source.ts";
 import { type Descriptor, isDigest } from "./manifest.ts";
 import { MANIFEST_TYPES } from "./media_types.ts";
@@ -70,6 +70,21 @@ export function parseUpstreamRef(text: string): UpstreamRef {
     );
   }
   return { registry, repository: rest, tag, digest };
+}
+
+/**
+ * Where a mirrored upstream image lives: `mirror/<host>/<repository>`, a
+ * registry port written `_PORT`. Pods pull `<registry-hostname>/` + this path
+ * (+ `:tag` or `@digest`); `podmin mirror` writes it.
+ */
+export function mirrorPathOf(ref: UpstreamRef): string {
+  return `mirror/${mirrorHostComponent(ref.registry)}/${ref.repository}`;
+}
+
+/** The reference Pods use for a mirrored upstream image. */
+export function mirroredImageRef(ref: UpstreamRef, registryHostname: string): string {
+  const suffix = ref.digest ? `@${ref.digest}` : `:${ref.tag}`;
+  return `${registryHostname}/${mirrorPathOf(ref)}${suffix}`;
 }
 
 /** Options of `UpstreamSource`. */

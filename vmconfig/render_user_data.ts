@@ -13,12 +13,11 @@ import {
   checkClusterId,
   checkDnsSubdomain,
   checkNodeGroup,
-  checkRepository,
   checkSha256Hex,
-  checkTag,
 } from "../core/names.ts";
 import { VERSION } from "../core/version.ts";
 import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
+import { mirroredImageRef, parseUpstreamRef } from "../registry/upstream.ts";
 import { VMCONFIG_ASSETS } from "./assets.ts";
 
 /** EC2's limit on user-data bytes (before base64). */
@@ -101,6 +100,11 @@ export interface UserDataOptions {
   s3BaseUrl?: string;
   /** Gzip the script (cloud-init inflates gzip user-data itself). Default false. */
   gzip?: boolean;
+  /**
+   * A preview for `podmin setup --dry-run`: dependencies whose size is not known yet
+   * (size 0) are allowed, and the script is marked as not deployable.
+   */
+  preview?: boolean;
 }
 
 /** Rendered user-data. */
@@ -145,14 +149,15 @@ function checkIpv6Cidr(v: string): string {
   return v;
 }
 
-/** Checks an upstream image reference `HOST/REPO:TAG` and returns it. */
-function checkImage(ref: string): string {
-  const m = /^([^/]+)\/(.+):([^:/]+)$/.exec(ref);
-  if (!m) fail(`invalid image reference ${JSON.stringify(ref)}: expected HOST/REPOSITORY:TAG`);
-  checkDnsSubdomain("image registry host", m[1]);
-  checkRepository(m[2]);
-  checkTag(m[3]);
-  return ref;
+/** The node-local reference of the mirrored sandbox image (the path `podmin mirror` writes). */
+function sandboxImageRef(upstream: string, registryHostname: string): string {
+  let ref;
+  try {
+    ref = parseUpstreamRef(upstream);
+  } catch (err) {
+    fail(`invalid sandbox image ${JSON.stringify(upstream)}: ${(err as Error).message}`);
+  }
+  return mirroredImageRef(ref, registryHostname);
 }
 
 /** The entries of `deps` (e.g. one architecture's manifest entries) that `kind` can pin. */
@@ -161,7 +166,7 @@ export function dependenciesForKind(kind: VmKind, deps: readonly Dependency[]): 
   return deps.filter((d) => allowed.has(d.name));
 }
 
-function checkDependencies(kind: VmKind, deps: Dependency[]): Dependency[] {
+function checkDependencies(kind: VmKind, deps: Dependency[], preview = false): Dependency[] {
   const allowed = new Set([...REQUIRED_DEPENDENCIES[kind], ...OPTIONAL_DEPENDENCIES[kind]]);
   const seen = new Set<string>();
   for (const d of deps) {
@@ -170,7 +175,9 @@ function checkDependencies(kind: VmKind, deps: Dependency[]): Dependency[] {
     seen.add(d.name);
     if (!VERSION_RE.test(d.version)) fail(`invalid version of ${d.name}: ${d.version}`);
     checkSha256Hex(d.sha256);
-    if (!Number.isSafeInteger(d.size) || d.size <= 0) fail(`invalid size of ${d.name}`);
+    if (!Number.isSafeInteger(d.size) || d.size < 0 || (d.size === 0 && !preview)) {
+      fail(`invalid size of ${d.name}`);
+    }
     if (d.key !== dependencyBlobKey(d.sha256)) {
       fail(`dependency ${d.name}: key ${d.key} is not the content address of its sha256`);
     }
@@ -204,7 +211,7 @@ export function userDataEnv(o: UserDataOptions): string[] {
     if (o.nodeGroup === undefined) fail("a node's user-data needs its NodeGroup");
     const host = checkDnsSubdomain("registry hostname", o.registryHostname ?? REGISTRY_HOSTNAME);
     env.REGISTRY_HOSTNAME = host;
-    env.SANDBOX_IMAGE = `${host}/mirror/${checkImage(o.sandboxImage ?? DEFAULT_SANDBOX_IMAGE)}`;
+    env.SANDBOX_IMAGE = sandboxImageRef(o.sandboxImage ?? DEFAULT_SANDBOX_IMAGE, host);
     if (o.podEniWaitSeconds !== undefined) {
       const s = o.podEniWaitSeconds;
       if (!Number.isInteger(s) || s < 1 || s > 3600) fail("podEniWaitSeconds must be 1-3600");
@@ -265,7 +272,7 @@ export function renderUserData(o: UserDataOptions): UserData {
   const kind = o.kind ?? "node";
   if (kind !== "node" && kind !== "nat") fail(`invalid kind ${JSON.stringify(kind)}`);
   const env = userDataEnv(o);
-  const deps = checkDependencies(kind, o.dependencies);
+  const deps = checkDependencies(kind, o.dependencies, o.preview);
   const base = o.s3BaseUrl ?? defaultS3BaseUrl(o.bucket, o.region);
   if (!/^https?:\/\/[A-Za-z0-9.:[\]-]+(\/[a-z0-9.-]+)?$/.test(base)) {
     fail(`invalid S3 base URL ${JSON.stringify(base)}`);
@@ -287,7 +294,13 @@ export function renderUserData(o: UserDataOptions): UserData {
     if (v === undefined) throw new Error(`user-data template: unknown placeholder ${k}`);
     return v;
   });
-  const raw = new TextEncoder().encode(text);
+  const marked = o.preview
+    ? text.replace(
+      /\n/,
+      "\n# PREVIEW (podmin setup --dry-run): sizes of 0 are not known yet; not deployable.\n",
+    )
+    : text;
+  const raw = new TextEncoder().encode(marked);
   const bytes = o.gzip ? new Uint8Array(gzipSync(raw, { level: 9 })) : raw;
   if (bytes.length > USER_DATA_LIMIT) {
     fail(
@@ -295,5 +308,5 @@ export function renderUserData(o: UserDataOptions): UserData {
       o.gzip ? "pin fewer dependencies" : "render with gzip: true (cloud-init inflates gzip)",
     );
   }
-  return { bytes, text, size: bytes.length, sha256: sha256Hex(bytes) };
+  return { bytes, text: marked, size: bytes.length, sha256: sha256Hex(bytes) };
 }

@@ -1,0 +1,603 @@
+/**
+ * `podmin setup`: publishes pinned dependencies (manifest last), mirrors the
+ * Pod sandbox image, creates the CA parameters, renders user-data, generates
+ * the OpenTofu configuration, saves it (bucket `infra/` and locally) BEFORE
+ * applying it, applies it and waits for healthy capacity.
+ *
+ * `--dry-run --out DIR` writes the configuration, the user-data per NodeGroup
+ * and the dependency plan under DIR and touches nothing else (no AWS call).
+ */
+
+import * as path from "node:path";
+import { AutoScalingClient } from "@aws-sdk/client-auto-scaling";
+import { CreateBucketCommand, HeadBucketCommand, type S3Client } from "@aws-sdk/client-s3";
+import { EC2Client } from "@aws-sdk/client-ec2";
+import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
+import {
+  DEPLOYMENT_INDEX,
+  imageTagKey,
+  INFRA_CONFIG,
+  SERVICE_INDEX,
+} from "../../core/bucket_layout.ts";
+import type { Command, CommandContext } from "../../core/cli_kit.ts";
+import {
+  type Architecture,
+  type DependencyEntry,
+  emptyDependencyManifest,
+} from "../../core/dependency_manifest.ts";
+import { emptyDeploymentIndex, serializeDeploymentIndex } from "../../core/deployment_index.ts";
+import { PodminError, PreconditionFailedError, UsageError } from "../../core/errors.ts";
+import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { sha256Hex } from "../../core/digest.ts";
+import { formatBytes } from "../../core/progress.ts";
+import { S3Store } from "../../core/s3_store.ts";
+import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_index.ts";
+import { openStore } from "../../core/store_url.ts";
+import { VERSION } from "../../core/version.ts";
+import { parseImageRepository } from "../../core/bucket_layout.ts";
+import { writeImage } from "../../registry/image_writer.ts";
+import { mirrorPathOf, parseUpstreamRef, UpstreamSource } from "../../registry/upstream.ts";
+import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
+import {
+  DEFAULT_SANDBOX_IMAGE,
+  dependenciesForKind,
+  POOL4_DETECT,
+  renderUserData,
+} from "../../vmconfig/render_user_data.ts";
+import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/cluster_spec.ts";
+import { describeInfra, generateTofu, serializeTofu } from "../infra/generate_tofu.ts";
+import { architectureOf } from "../infra/instance_types.ts";
+import { checkTofuSyntax } from "../infra/tofu_syntax.ts";
+import { availableZones, findReusableVpc } from "./aws_lookup.ts";
+import { ensureClusterCas } from "./cluster_cas.ts";
+import { readCatalogFile } from "./dependency_catalog.ts";
+import { defaultCacheDir, DependencyCache } from "./dependency_cache.ts";
+import {
+  type LocalDependency,
+  planAgainst,
+  planDependencies,
+  type PlannedDependency,
+  publishDependencies,
+  wantedDependencies,
+} from "./dependency_sync.ts";
+import { DEFAULT_CATALOG } from "./default_catalog.ts";
+import { parseSetupFlags, resolveZones, type SetupFlags } from "./setup_flags.ts";
+import { tofuApply } from "./tofu_runner.ts";
+import { CAPACITY_TIMEOUTS, waitForCapacity } from "./wait_capacity.ts";
+import { defaultWorkDir } from "./work_dir.ts";
+
+/** Dependencies injected by tests. */
+export interface SetupDeps {
+  tofuBinary?: string;
+  /** Capacity poll interval (tests shorten it). */
+  capacityPollMs?: number;
+}
+
+/** Where Debian publishes its current AMIs (SSM public parameters). */
+export function debianAmiParameter(arch: Architecture): string {
+  return `/aws/service/debian/release/12/latest/${arch}`;
+}
+
+/** A stand-in AMI id for --dry-run, which resolves nothing in AWS. */
+const DRY_RUN_AMI = "ami-00000000";
+
+function parseKeyed(
+  values: string[] | undefined,
+  flag: string,
+  check: (v: string) => boolean,
+): Partial<Record<Architecture, string>> {
+  const out: Partial<Record<Architecture, string>> = {};
+  for (const v of values ?? []) {
+    const m = /^(amd64|arm64)=(.+)$/.exec(v);
+    if (!m || !check(m[2])) {
+      throw new UsageError(
+        `${flag}: expected amd64=VALUE or arm64=VALUE, got ${JSON.stringify(v)}`,
+      );
+    }
+    out[m[1] as Architecture] = m[2];
+  }
+  return out;
+}
+
+/** The agent binary of each architecture: --agent-binary ARCH=PATH, else dist/<arch>/podmin-agent. */
+async function agentBinaries(
+  flags: Partial<Record<Architecture, string>>,
+  arches: Architecture[],
+): Promise<{ local: LocalDependency[]; missing: Architecture[] }> {
+  const local: LocalDependency[] = [];
+  const missing: Architecture[] = [];
+  const distArch: Record<Architecture, string> = { amd64: "x86_64", arm64: "aarch64" };
+  for (const arch of arches) {
+    const file = flags[arch] ??
+      path.join(new URL("../../dist", import.meta.url).pathname, distArch[arch], "podmin-agent");
+    try {
+      local.push({
+        name: "podmin-agent",
+        version: VERSION,
+        arch,
+        bytes: await Deno.readFile(file),
+      });
+    } catch {
+      if (flags[arch]) throw new UsageError(`--agent-binary ${arch}=${file}: cannot read the file`);
+      missing.push(arch);
+    }
+  }
+  return { local, missing };
+}
+
+function manifestEntriesOf(items: PlannedDependency[], arch: Architecture): DependencyEntry[] {
+  return items.filter((i) => i.arch === arch).map((i) => ({
+    name: i.name,
+    version: i.version,
+    sha256: i.sha256,
+    size: i.size ?? 0,
+    key: `dependencies/blobs/sha256/${i.sha256}`,
+  }));
+}
+
+async function ensureBucket(
+  store: ObjectStore,
+  region: string,
+  log: (l: string) => void,
+): Promise<void> {
+  if (!(store instanceof S3Store)) return;
+  const s3: S3Client = store.client;
+  try {
+    await s3.send(new HeadBucketCommand({ Bucket: store.bucket }));
+  } catch (err) {
+    const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+    if (status !== 404) {
+      throw new PodminError(`cannot reach ${store.url}: ${(err as Error).message}`, { cause: err });
+    }
+    log(`creating bucket ${store.bucket} in ${region}`);
+    await s3.send(
+      new CreateBucketCommand({
+        Bucket: store.bucket,
+        CreateBucketConfiguration: region === "us-east-1"
+          ? undefined
+          : { LocationConstraint: region as never },
+      }),
+    );
+  }
+}
+
+/** Creates the empty indexes so agents read an object (not a 403 for an absent key). */
+async function ensureIndexes(store: ObjectStore): Promise<void> {
+  for (
+    const [key, bytes] of [
+      [DEPLOYMENT_INDEX, serializeDeploymentIndex(emptyDeploymentIndex())],
+      [SERVICE_INDEX, serializeServiceIndex(emptyServiceIndex())],
+    ] as const
+  ) {
+    try {
+      await store.put(key, bytes, { ifNoneMatch: "*", contentType: "application/json" });
+    } catch (err) {
+      if (!(err instanceof PreconditionFailedError)) throw err;
+    }
+  }
+}
+
+async function resolveAmis(
+  ssm: SSMClient,
+  arches: Architecture[],
+  given: Partial<Record<Architecture, string>>,
+): Promise<Partial<Record<Architecture, string>>> {
+  const out: Partial<Record<Architecture, string>> = { ...given };
+  for (const arch of arches) {
+    if (out[arch]) continue;
+    try {
+      const p = await ssm.send(new GetParameterCommand({ Name: debianAmiParameter(arch) }));
+      out[arch] = p.Parameter!.Value!;
+    } catch (err) {
+      throw new PodminError(
+        `cannot resolve the Debian 12 ${arch} AMI (${debianAmiParameter(arch)}): ${
+          (err as Error).message
+        }`,
+        {
+          hint: `pass --ami ${arch}=ami-…`,
+        },
+      );
+    }
+  }
+  return out;
+}
+
+function clusterSpecOf(flags: SetupFlags, bucket: string, zones: Map<string, string>): ClusterSpec {
+  return {
+    cluster: flags.cluster,
+    region: flags.region,
+    bucket,
+    vpcCidr: flags.vpcCidr,
+    nat64: flags.nat64,
+    nodeGroups: flags.nodeGroups.map((ng) => ({
+      name: ng.name,
+      size: ng.size,
+      diskSizeGiB: ng.diskSizeGiB,
+      instanceType: ng.instanceType,
+      architecture: ng.architecture,
+      zone: zones.get(ng.name)!,
+      nat64: ng.nat64,
+    })),
+    workloadCaPublish: flags.workloadCaPublish,
+    otelLogsCa: flags.otelLogs?.ca,
+  };
+}
+
+/** Architectures of the NAT64 instances setup will run. */
+function natArchitectures(flags: SetupFlags): Architecture[] {
+  const types = [
+    ...(flags.nat64 ? [flags.nat64.instanceType] : []),
+    ...flags.nodeGroups.flatMap((ng) => (ng.nat64 ? [ng.nat64] : [])),
+  ];
+  return [...new Set(types.map((t) => architectureOf(t)))];
+}
+
+/** Builds the setup command (tests inject `deps`). */
+export function setupCommands(deps: SetupDeps = {}): Command[] {
+  const setup: Command = {
+    name: "setup",
+    summary: "create or update a cluster: dependencies, CAs, OpenTofu infrastructure, rollout",
+    help:
+      `Usage: podmin setup --cluster ID --region REGION --vpc-cidr CIDR --nodegroup SPEC… [flags]
+
+Publishes the pinned node dependencies to the cluster bucket (uploading only
+what the published manifest lacks, the manifest last, by conditional write),
+mirrors the Pod sandbox image, creates the CA parameters in SSM when missing,
+renders cloud-init user-data per NodeGroup, generates the OpenTofu
+configuration, saves it to the bucket (infra/) and locally, applies it and
+waits for healthy capacity. Re-running setup with changed dependencies or
+user-data rolls the VMs (ASG instance refresh).
+
+Flags:
+  --cluster ID                     cluster id (DNS label)
+  --vpc-cidr CIDR                  primary IPv4 CIDR of the VPC to reuse or create
+  --nodegroup NAME[,size=N,disk-size=GIB,instance-type=TYPE,zone=ZONE,nat64=TYPE]
+                                   repeatable; defaults size=1, disk-size=20, instance-type=t4g.medium,
+                                   the region's first available zone
+  --nat64 | --nat64=instance-type=TYPE
+                                   DNS64 and one shared NAT64 instance per zone (default t4g.nano)
+  --workload-ca-publish s3://B/K   publish the workload CA bundle to this exact object
+  --otel-logs ENDPOINT[,ca=s3://B/K]
+                                   OTLP log endpoint; ca= grants read access to that CA object
+  --dependency-catalog FILE        pinned dependencies (JSON) instead of the embedded catalogue
+  --agent-binary ARCH=PATH         podmin-agent binary per architecture (default dist/<arch>/podmin-agent)
+  --ami ARCH=AMI                   AMI per architecture (default: Debian 12 from SSM public parameters)
+  --sandbox-image REF              Pod sandbox image to mirror (default ${DEFAULT_SANDBOX_IMAGE})
+  --mirror-plain-http              fetch the sandbox image over http:// (local test registries)
+  --work-dir DIR                   local copy of the configuration (default ~/.local/share/podmin/<cluster>)
+  --dry-run --out DIR              write config, user-data and dependency plan under DIR; touch nothing
+
+Example:
+  podmin setup --cluster demo --region us-east-1 --vpc-cidr 10.0.0.0/16 --nat64 \\
+    --nodegroup default --nodegroup workers,size=3,instance-type=c8g.large,zone=b --dry-run --out ./plan`,
+    options: {
+      cluster: { type: "string" },
+      "vpc-cidr": { type: "string" },
+      nat64: { type: "string" },
+      nodegroup: { type: "string", multiple: true },
+      "workload-ca-publish": { type: "string" },
+      "otel-logs": { type: "string" },
+      "dependency-catalog": { type: "string" },
+      "agent-binary": { type: "string", multiple: true },
+      ami: { type: "string", multiple: true },
+      "sandbox-image": { type: "string", default: DEFAULT_SANDBOX_IMAGE },
+      "mirror-plain-http": { type: "boolean", default: false },
+      "work-dir": { type: "string" },
+      "dry-run": { type: "boolean", default: false },
+      out: { type: "string" },
+    },
+    // `--nat64` alone is valid: give it an empty value so the parser accepts it.
+    rewriteArgs: (args) => args.map((a) => (a === "--nat64" ? "--nat64=" : a)),
+    run: (ctx) => runSetup(ctx, deps),
+  };
+  return [setup];
+}
+
+async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
+  const v = ctx.values as Record<string, string | string[] | boolean | undefined>;
+  const region = (v.region as string | undefined) ?? Deno.env.get("AWS_REGION") ?? "us-east-1";
+  const flags = parseSetupFlags({
+    cluster: v.cluster as string | undefined,
+    region,
+    vpcCidr: v["vpc-cidr"] as string | undefined,
+    nat64: v.nat64 as string | undefined,
+    nodeGroups: (v.nodegroup as string[] | undefined) ?? [],
+    workloadCaPublish: v["workload-ca-publish"] as string | undefined,
+    otelLogs: v["otel-logs"] as string | undefined,
+  });
+  if (natArchitectures(flags).length > 1) {
+    throw new UsageError("all NAT64 instance types must share one architecture", {
+      hint: "NAT64 instances share one user-data; use e.g. t4g.* everywhere",
+    });
+  }
+  const dryRun = v["dry-run"] as boolean;
+  const out = v.out as string | undefined;
+  if (dryRun && !out) {
+    throw new UsageError("--dry-run needs --out DIR", { hint: "e.g. --dry-run --out ./plan" });
+  }
+  if (!dryRun && out) throw new UsageError("--out is only used with --dry-run");
+  const bucketUrl = (v.bucket as string | undefined) ?? Deno.env.get("PODMIN_BUCKET") ??
+    `s3://podmin-${flags.cluster}`;
+  if (!bucketUrl.startsWith("s3://")) {
+    throw new UsageError("setup needs an S3 cluster bucket (s3://NAME)", {
+      hint: "the filesystem store serves local clusters; AWS nodes read S3",
+    });
+  }
+  const bucket = bucketUrl.slice(5);
+  const log = ctx.err;
+  const catalog = v["dependency-catalog"]
+    ? await readCatalogFile(v["dependency-catalog"] as string)
+    : DEFAULT_CATALOG;
+  const nodeArches = [...new Set(flags.nodeGroups.map((ng) => ng.architecture))];
+  const allArches = [...new Set([...nodeArches, ...natArchitectures(flags)])]
+    .sort() as Architecture[];
+  const vmconfig = buildVmconfigArchive();
+  const agents = await agentBinaries(
+    parseKeyed(v["agent-binary"] as string[] | undefined, "--agent-binary", (p) => p.length > 0),
+    nodeArches,
+  );
+  const amiFlags = parseKeyed(
+    v.ami as string[] | undefined,
+    "--ami",
+    (a) => /^ami-[0-9a-f]{8,17}$/.test(a),
+  );
+  const local: LocalDependency[] = [
+    ...allArches.map((arch) => ({
+      name: "vmconfig",
+      version: vmconfig.version,
+      arch,
+      bytes: vmconfig.bytes,
+    })),
+    ...agents.local,
+  ];
+  const wanted = wantedDependencies({ catalog, local, architectures: allArches });
+  // The NAT kind needs only vmconfig; node dependencies are for node architectures.
+  const wantedFiltered = wanted.filter((w) => w.name === "vmconfig" || nodeArches.includes(w.arch));
+
+  let zones: Map<string, string>;
+  let existingVpc: ExistingVpc | undefined;
+  let amiIds: Partial<Record<Architecture, string>>;
+  let entries: (arch: Architecture) => DependencyEntry[];
+  let plan: PlannedDependency[];
+  const store = openStore(bucketUrl, { region });
+
+  if (dryRun) {
+    if (agents.missing.length) {
+      log(
+        `note: no podmin-agent binary for ${
+          agents.missing.join(", ")
+        } (run 'deno task compile' or pass --agent-binary); the plan lists it as missing`,
+      );
+    }
+    zones = resolveZones(flags, ["a", "b", "c", "d", "e", "f"].map((l) => `${region}${l}`));
+    amiIds = Object.fromEntries(allArches.map((a) => [a, amiFlags[a] ?? DRY_RUN_AMI]));
+    const cache = new DependencyCache({ dir: defaultCacheDir() });
+    plan = planAgainst(wantedFiltered, emptyDependencyManifest()).items;
+    for (const item of plan) {
+      if (item.size !== undefined) continue;
+      try {
+        item.size = (await Deno.stat(cache.pathOf(item.sha256))).size; // known from an earlier download
+      } catch { /* unknown until the first download */ }
+    }
+    // A missing agent binary shows up in the preview as an explicit "unbuilt" pin.
+    for (const arch of agents.missing) {
+      plan.push({
+        name: "podmin-agent",
+        version: "unbuilt",
+        arch,
+        sha256: sha256Hex(new Uint8Array()),
+        size: 0,
+        source: "missing: deno task compile, or --agent-binary",
+        action: "upload",
+      });
+    }
+    entries = (arch) => manifestEntriesOf(plan, arch);
+  } else {
+    if (agents.missing.length) {
+      throw new UsageError(`no podmin-agent binary for ${agents.missing.join(", ")}`, {
+        hint:
+          "build them with 'deno task compile' (needs Deno's denort runtime) or pass --agent-binary ARCH=PATH",
+      });
+    }
+    const ec2 = new EC2Client({ region });
+    const ssm = new SSMClient({ region });
+    log(`checking ${region}: zones and VPC ${flags.vpcCidr}`);
+    zones = resolveZones(flags, await availableZones(ec2));
+    const reused = await findReusableVpc(ec2, flags.vpcCidr);
+    existingVpc = reused ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock } : undefined;
+    log(
+      reused
+        ? `reusing VPC ${reused.id} (never deleted by Podmin)`
+        : `a new VPC ${flags.vpcCidr} will be created`,
+    );
+    amiIds = await resolveAmis(ssm, allArches, amiFlags);
+    await ensureBucket(store, region, log);
+
+    // 1. Dependencies: only what the published manifest lacks; the manifest last.
+    const planned = await planDependencies(store, wantedFiltered);
+    const published = await publishDependencies({
+      store,
+      cache: new DependencyCache({ dir: defaultCacheDir(), log }),
+      plan: planned,
+      local,
+      log,
+    });
+    log(
+      `dependencies: ${published.uploadedFiles} file(s) uploaded (${
+        formatBytes(published.uploadedBytes)
+      }), ` +
+        (published.manifestWritten
+          ? `manifest generation ${published.manifest.generation} published`
+          : "manifest unchanged"),
+    );
+    plan = planned.items;
+    entries = (arch) => published.manifest.architectures[arch] ?? [];
+
+    // 2. The Pod sandbox image, mirrored for the node architectures.
+    const ref = parseUpstreamRef(v["sandbox-image"] as string);
+    const repo = parseImageRepository(mirrorPathOf(ref));
+    if (ref.tag && (await getIfExists(store, imageTagKey(repo, ref.tag)))) {
+      log(`sandbox image ${v["sandbox-image"]} already mirrored`);
+    } else {
+      log(`mirroring sandbox image ${v["sandbox-image"]}`);
+      await writeImage({
+        store,
+        source: new UpstreamSource({ ref, plainHttp: v["mirror-plain-http"] as boolean }),
+        repo,
+        tag: ref.tag,
+        platforms: nodeArches.map((a) => `linux/${a}`),
+        log,
+      });
+    }
+
+    // 3. CAs, directly in SSM.
+    for (const r of await ensureClusterCas({ ssm, cluster: flags.cluster })) {
+      log(`${r.name}: ${r.outcome}`);
+    }
+    await ensureIndexes(store);
+  }
+
+  // 4. User-data per NodeGroup (and for NAT64 instances), then the configuration.
+  const userData: Record<string, string> = {};
+  for (const ng of flags.nodeGroups) {
+    userData[ng.name] = renderUserData({
+      kind: "node",
+      cluster: flags.cluster,
+      bucket,
+      region,
+      nodeGroup: ng.name,
+      architecture: ng.architecture,
+      dependencies: dependenciesForKind("node", entries(ng.architecture)),
+      sandboxImage: v["sandbox-image"] as string,
+      preview: dryRun,
+    }).text;
+  }
+  const inputs: InfraInputs = {
+    spec: clusterSpecOf(flags, bucket, zones),
+    existingVpc,
+    zones: [...new Set(zones.values())].sort(),
+    userData,
+    amiIds,
+  };
+  const natArches = natArchitectures(flags);
+  if (natArches.length) {
+    const arch = natArches[0];
+    inputs.nat64UserData = renderUserData({
+      kind: "nat",
+      cluster: flags.cluster,
+      bucket,
+      region,
+      architecture: arch,
+      dependencies: dependenciesForKind("nat", entries(arch)),
+      preview: dryRun,
+      nat: {
+        ipv4SourceCidrs: [flags.vpcCidr],
+        nat64: {
+          // A new VPC's IPv6 block is assigned during apply; its NAT64 security group then
+          // admits only the cluster's nodes (see docs/spec.md, NAT64).
+          sourceIpv6Cidrs: [existingVpc?.ipv6CidrBlock ?? "::/0"],
+          pool4Address: POOL4_DETECT,
+        },
+      },
+    }).text;
+  }
+  const topology = describeInfra(inputs);
+  const config = generateTofu(inputs);
+  checkTofuSyntax(config);
+  const configBytes = serializeTofu(config);
+
+  if (dryRun) {
+    await writeDryRun(out!, {
+      flags,
+      bucket,
+      configBytes,
+      userData,
+      natUserData: inputs.nat64UserData,
+      plan,
+      missing: agents.missing,
+    });
+    ctx.out(
+      `dry run: wrote ${out}/main.tf.json, ${
+        Object.keys(userData).length
+      } user-data file(s) and dependencies.json; nothing was changed`,
+    );
+    return 0;
+  }
+
+  // 5. Save the configuration BEFORE applying it: an interrupted setup can be torn down.
+  const workDir = (v["work-dir"] as string | undefined) ?? defaultWorkDir(flags.cluster);
+  await Deno.mkdir(workDir, { recursive: true });
+  await Deno.writeFile(path.join(workDir, "main.tf.json"), configBytes);
+  await store.put(INFRA_CONFIG, configBytes, { contentType: "application/json" });
+  log(`configuration saved to ${workDir}/main.tf.json and ${store.url}/${INFRA_CONFIG}`);
+
+  // 6. Apply, then wait for healthy capacity.
+  await tofuApply({ workDir, log, binary: deps.tofuBinary, env: { AWS_REGION: region } });
+  await waitForCapacity({
+    asg: new AutoScalingClient({ region }),
+    groups: [
+      ...topology.nodeGroups.map((ng) => ({
+        asgName: ng.asgName,
+        label: `NodeGroup ${ng.name}`,
+        timeoutMs: CAPACITY_TIMEOUTS.nodeGroupMs,
+      })),
+      ...topology.nat64.map((n) => ({
+        asgName: n.asgName,
+        label: `NAT64 ${n.key}`,
+        timeoutMs: CAPACITY_TIMEOUTS.nat64Ms,
+      })),
+    ],
+    log,
+    pollMs: deps.capacityPollMs,
+  });
+  ctx.out(
+    `cluster ${flags.cluster} is set up: ${flags.nodeGroups.length} NodeGroup(s) healthy, bucket ${store.url}`,
+  );
+  return 0;
+}
+
+async function writeDryRun(
+  out: string,
+  o: {
+    flags: SetupFlags;
+    bucket: string;
+    configBytes: Uint8Array;
+    userData: Record<string, string>;
+    natUserData?: string;
+    plan: PlannedDependency[];
+    missing: Architecture[];
+  },
+): Promise<void> {
+  await Deno.mkdir(path.join(out, "user-data"), { recursive: true });
+  await Deno.writeFile(path.join(out, "main.tf.json"), o.configBytes);
+  for (const [name, text] of Object.entries(o.userData)) {
+    await Deno.writeTextFile(path.join(out, "user-data", `${name}.sh`), text);
+  }
+  if (o.natUserData) {
+    await Deno.writeTextFile(path.join(out, "user-data", "nat64.sh"), o.natUserData);
+  }
+  const plan = {
+    cluster: o.flags.cluster,
+    region: o.flags.region,
+    bucket: o.bucket,
+    note:
+      "dry run: nothing was uploaded or created; sizes of files never downloaded are unknown (0) until setup fetches them",
+    dependencies: o.plan.map((p) => ({
+      name: p.name,
+      version: p.version,
+      arch: p.arch,
+      sha256: p.sha256,
+      size: p.size ?? null,
+      source: p.source,
+    })),
+    missing: o.missing.map((arch) => ({
+      name: "podmin-agent",
+      arch,
+      hint: "deno task compile, or --agent-binary",
+    })),
+  };
+  await Deno.writeTextFile(
+    path.join(out, "dependencies.json"),
+    JSON.stringify(plan, null, 2) + "\n",
+  );
+}
