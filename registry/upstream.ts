@@ -12,7 +12,12 @@ import {
   UsageError,
   ValidationError,
 } from "../core/errors.ts";
-import { checkRegistryHost, checkRepository, checkTag, mirrorHostComponent } from "../core/names.ts";
+import {
+  checkRegistryHost,
+  checkRepository,
+  checkTag,
+  mirrorHostComponent,
+} from "../core/names.ts";
 import type { ImageSource, ManifestDoc } from "./image_source.ts";
 import { type Descriptor, isDigest } from "./manifest.ts";
 import { MANIFEST_TYPES } from "./media_types.ts";

@@ -15,6 +15,7 @@ import {
   POOL4_DETECT,
   renderUserData,
   USER_DATA_LIMIT,
+  userDataEnv,
   type UserDataOptions,
 } from "./render_user_data.ts";
 
@@ -122,6 +123,19 @@ Deno.test("vmconfig: user-data changes whenever a pinned dependency changes", ()
   );
 });
 
+Deno.test("vmconfig: the sandbox image is pulled from the path podmin mirror writes", () => {
+  const env = (sandboxImage: string) =>
+    userDataEnv({ ...NODE, sandboxImage }).find((l) => l.startsWith("SANDBOX_IMAGE="));
+  assert.equal(
+    env("pause:3.10"),
+    "SANDBOX_IMAGE=registry.podmin.internal/mirror/docker.io/library/pause:3.10",
+  );
+  assert.equal(
+    env("localhost:5000/team/pause:1"),
+    "SANDBOX_IMAGE=registry.podmin.internal/mirror/localhost_5000/team/pause:1",
+  );
+});
+
 Deno.test("vmconfig: user-data rejects bad options", () => {
   const bad: Array<[string, Partial<UserDataOptions>]> = [
     ["cluster", { cluster: "Prod" }],
@@ -129,7 +143,7 @@ Deno.test("vmconfig: user-data rejects bad options", () => {
     ["bucket", { bucket: "a" }],
     ["nodegroup", { nodeGroup: "no_underscores" }],
     ["registry", { registryHostname: "Registry.Example" }],
-    ["sandbox", { sandboxImage: "pause" }],
+    ["sandbox", { sandboxImage: "Registry.k8s.io/Pause:3.10" }],
     ["missing dep", { dependencies: NODE.dependencies.filter((d) => d.name !== "kubelet") }],
     ["unknown dep", { dependencies: [...NODE.dependencies, dependency("jool", "1", bytes("j"))] }],
     ["duplicate dep", { dependencies: [...NODE.dependencies, NODE.dependencies[1]] }],
