@@ -49,6 +49,8 @@ fi
 # (tests/run.sh puts it on PATH): the OCI distribution-spec conformance suite
 # and the CNCF distribution registry (an upstream for `podmin mirror`).
 PODMIN_TEST_BIN=${PODMIN_TEST_BIN:-/opt/podmin-test/bin}
+# The Go toolchain of these machines lives in /usr/local/go (not always on a service's PATH).
+[[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
 declare -A gotools=(
   [oci-conformance]="github.com/opencontainers/distribution-spec/conformance@v0.0.0-20260831232431-97274622c111:conformance"
   [distribution-registry]="github.com/distribution/distribution/v3/cmd/registry@v3.1.2:registry"
