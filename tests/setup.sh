@@ -42,7 +42,9 @@ fi
 # moto (AWS API server) from PyPI.
 if ! python3 -c 'import moto.server, flask_cors' >/dev/null 2>&1; then
   echo "setup: installing moto[server]"
-  python3 -m pip install --quiet --disable-pip-version-check 'moto[server]>=5.1'
+  # A Debian system Python refuses pip installs (PEP 668) unless told otherwise.
+  python3 -m pip install --quiet --disable-pip-version-check 'moto[server]>=5.1' 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'moto[server]>=5.1'
 fi
 
 # Registry peers built from the Go module proxy (pinned), into $PODMIN_TEST_BIN
