@@ -2,7 +2,7 @@
 
 import { stringify } from "yaml";
 import { bucketUrl, type Command, type CommandContext } from "../core/cli_kit.ts";
-import { canonicalJson } from "../core/canonical_json.ts";
+import { sortKeys } from "../core/canonical_json.ts";
 import { UsageError } from "../core/errors.ts";
 import { checkNamespace, checkObjectName, DEFAULT_NAMESPACE } from "../core/names.ts";
 import { readSpec } from "../core/spec_objects.ts";
@@ -130,7 +130,7 @@ Flags:
 
 /** Indented JSON with sorted keys, so key order never shows up as a change. */
 function prettySorted(value: unknown): string {
-  return JSON.stringify(JSON.parse(canonicalJson(value)), null, 2);
+  return JSON.stringify(sortKeys(value), null, 2);
 }
 
 function kindOf(arg: string | undefined): "Deployment" | "Service" {

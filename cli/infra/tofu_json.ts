@@ -12,6 +12,7 @@
  */
 
 import { ValidationError } from "../../core/errors.ts";
+import { sortKeys } from "../../core/canonical_json.ts";
 
 /** A JSON value as it appears in a configuration. */
 export type TfValue = string | number | boolean | null | TfValue[] | { [key: string]: TfValue };
@@ -91,19 +92,6 @@ export class TofuBuilder {
     if (name in this.config.output) throw new ValidationError(`duplicate output ${name}`);
     this.config.output[name] = { value, description };
   }
-}
-
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === "object") {
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(value).sort()) {
-      const v = (value as Record<string, unknown>)[k];
-      if (v !== undefined) out[k] = sortKeys(v);
-    }
-    return out;
-  }
-  return value;
 }
 
 /**
