@@ -14,6 +14,10 @@ import {
   CreateAutoScalingGroupCommand,
   CreateLaunchConfigurationCommand,
 } from "@aws-sdk/client-auto-scaling";
+import {
+  GetBucketLifecycleConfigurationCommand,
+  GetPublicAccessBlockCommand,
+} from "@aws-sdk/client-s3";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import {
   DEPENDENCY_MANIFEST,
@@ -179,6 +183,12 @@ testWith(
         ),
       );
       assert.ok(await getIfExists(store, DEPLOYMENT_INDEX), "empty indexes created");
+      const rules = await store.client.send(
+        new GetBucketLifecycleConfigurationCommand({ Bucket: bucket }),
+      );
+      assert.equal(rules.Rules?.[0]?.AbortIncompleteMultipartUpload?.DaysAfterInitiation, 1);
+      const pab = await store.client.send(new GetPublicAccessBlockCommand({ Bucket: bucket }));
+      assert.equal(pab.PublicAccessBlockConfiguration?.BlockPublicPolicy, true);
       const ssm = new SSMClient({ region: "us-east-1" });
       const caKey = (await ssm.send(
         new GetParameterCommand({ Name: "/prod/_system/workload-ca-key", WithDecryption: true }),

@@ -10,7 +10,13 @@
 
 import * as path from "node:path";
 import { AutoScalingClient } from "@aws-sdk/client-auto-scaling";
-import { CreateBucketCommand, HeadBucketCommand, type S3Client } from "@aws-sdk/client-s3";
+import {
+  CreateBucketCommand,
+  HeadBucketCommand,
+  PutBucketLifecycleConfigurationCommand,
+  PutPublicAccessBlockCommand,
+  type S3Client,
+} from "@aws-sdk/client-s3";
 import { EC2Client } from "@aws-sdk/client-ec2";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import {
@@ -156,6 +162,31 @@ async function ensureBucket(
         CreateBucketConfiguration: region === "us-east-1"
           ? undefined
           : { LocationConstraint: region as never },
+      }),
+    );
+    // A bucket Podmin creates is private and drops multipart uploads orphaned by killed writers.
+    await s3.send(
+      new PutPublicAccessBlockCommand({
+        Bucket: store.bucket,
+        PublicAccessBlockConfiguration: {
+          BlockPublicAcls: true,
+          IgnorePublicAcls: true,
+          BlockPublicPolicy: true,
+          RestrictPublicBuckets: true,
+        },
+      }),
+    );
+    await s3.send(
+      new PutBucketLifecycleConfigurationCommand({
+        Bucket: store.bucket,
+        LifecycleConfiguration: {
+          Rules: [{
+            ID: "podmin-abort-incomplete-uploads",
+            Status: "Enabled",
+            Filter: { Prefix: "" },
+            AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 },
+          }],
+        },
       }),
     );
   }
