@@ -34,7 +34,7 @@ compile)
     mkdir -p "dist/${arch}"
     for p in "${programs[@]}"; do
       name=${p%%:*} entry=${p#*:}
-      deno compile --quiet --allow-all --target "$target" --include vmconfig -o "dist/${arch}/${name}" "$entry"
+      deno compile --quiet --allow-all --target "$target" -o "dist/${arch}/${name}" "$entry"
       echo "built dist/${arch}/${name}"
     done
   done
