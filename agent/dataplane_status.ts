@@ -33,6 +33,7 @@ import {
   STAT_NAMES,
   sumPerCpu,
 } from "./dataplane_maps.ts";
+import { compareCodeUnits } from "../core/canonical_json.ts";
 
 /** One of our filters. */
 export interface ReportAttachment {
@@ -152,7 +153,7 @@ export async function inspectDataplane(
         backends: Array.from({ length: count }, (_, i) => slots.get(id)?.get(i) ?? "(missing)"),
       });
     }
-    report.servicePorts.sort((a, b) => a.servicePort.localeCompare(b.servicePort));
+    report.servicePorts.sort((a, b) => compareCodeUnits(a.servicePort, b.servicePort));
     const ct = opened.get(MAPS.ct)?.entries() ?? [];
     report.conntrack.entries = ct.length;
     const max = options.maxFlows ?? Infinity;

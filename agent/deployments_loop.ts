@@ -67,6 +67,7 @@ export class DeploymentsLoop {
     const errors: string[] = [];
     const pending: AgentStatus["pending"] = [];
     let unavailable = false;
+    let readFailed = false;
 
     // 1. The index: a not-modified GET when nothing changed.
     try {
@@ -89,11 +90,12 @@ export class DeploymentsLoop {
         this.#indexError = undefined;
       } else {
         unavailable = err instanceof UnavailableError;
+        readFailed = true;
         errors.push(`reading ${DEPLOYMENT_INDEX}: ${(err as Error).message}`);
       }
     }
     if (this.#indexError) errors.push(this.#indexError);
-    if (!this.#index || unavailable || (errors.length && !this.#indexError)) {
+    if (!this.#index || readFailed) {
       // No trustworthy desired state this pass: leave the node as it is.
       return { status: await this.#finish(errors, pending, []), unavailable };
     }
@@ -143,6 +145,11 @@ export class DeploymentsLoop {
       const changes = await this.#dir.converge(desired, keep);
       for (const f of changes.written) this.#o.log.info("manifest written", { file: f });
       for (const f of changes.removed) this.#o.log.info("manifest removed", { file: f });
+      for (const f of changes.refused) {
+        errors.push(
+          `${this.#o.manifestDir}/${f} exists and is not Podmin's; remove it to let the agent write it`,
+        );
+      }
       // Values of Pods that left this node go only after their manifests did.
       await this.#o.secrets.prune(
         new Set([...keepRefs, ...ready.map((r) => `${r.entry.namespace}/${r.entry.name}`)]),
@@ -157,9 +164,9 @@ export class DeploymentsLoop {
   }
 
   async #spec(entry: DeploymentEntry): Promise<Deployment> {
-    const cached = this.#specs.get(entry.spec);
-    if (cached) return cached;
-    const d = await readSpec(this.#o.store, "Deployment", entry.spec);
+    const d = this.#specs.get(entry.spec) ??
+      await readSpec(this.#o.store, "Deployment", entry.spec);
+    // Checked on every use, cached or not: an index entry may reuse another entry's digest.
     if (
       d.metadata.namespace !== entry.namespace || d.metadata.name !== entry.name ||
       d.spec.nodeGroup !== entry.nodeGroup

@@ -12,6 +12,8 @@ export interface DirChanges {
   written: string[];
   removed: string[];
   unchanged: string[];
+  /** Desired names held by files the agent does not own (left untouched). */
+  refused: string[];
 }
 
 const TEMP_FILE_PATTERN = /^\.podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}\.json\.tmp$/;
@@ -22,19 +24,30 @@ export class ManifestDir {
 
   /** Owned manifests currently on disk, by file name. */
   async readOwned(): Promise<Map<string, Uint8Array>> {
+    return (await this.#scan()).owned;
+  }
+
+  /** Owned manifests, and names in our pattern held by files we do not own. */
+  async #scan(): Promise<{ owned: Map<string, Uint8Array>; foreign: Set<string> }> {
     await Deno.mkdir(this.dir, { recursive: true, mode: 0o755 });
     const out = new Map<string, Uint8Array>();
+    const foreign = new Set<string>();
     for await (const e of Deno.readDir(this.dir)) {
       if (e.isFile && TEMP_FILE_PATTERN.test(e.name)) {
         // Left by a write that was interrupted; kubelet ignores dot-files, so does the agent.
         await Deno.remove(path.join(this.dir, e.name)).catch(() => {});
         continue;
       }
-      if (!e.isFile || !MANIFEST_FILE_PATTERN.test(e.name)) continue;
+      if (!MANIFEST_FILE_PATTERN.test(e.name)) continue;
+      if (!e.isFile) {
+        foreign.add(e.name); // a directory or symlink with our name: never touched
+        continue;
+      }
       const bytes = await Deno.readFile(path.join(this.dir, e.name));
       if (isOwnedManifest(bytes)) out.set(e.name, bytes);
+      else foreign.add(e.name);
     }
-    return out;
+    return { owned: out, foreign };
   }
 
   /**
@@ -42,10 +55,14 @@ export class ManifestDir {
    * names in `keep`, which are left as they are (present or absent).
    */
   async converge(desired: Map<string, Uint8Array>, keep: Set<string>): Promise<DirChanges> {
-    const owned = await this.readOwned();
-    const changes: DirChanges = { written: [], removed: [], unchanged: [] };
+    const { owned, foreign } = await this.#scan();
+    const changes: DirChanges = { written: [], removed: [], unchanged: [], refused: [] };
     for (const [name, bytes] of desired) {
       if (!MANIFEST_FILE_PATTERN.test(name)) throw new Error(`refusing to write ${name}`);
+      if (foreign.has(name)) {
+        changes.refused.push(name); // someone else's file: reported, left alone
+        continue;
+      }
       const current = owned.get(name);
       if (current && equalBytes(current, bytes)) {
         changes.unchanged.push(name);

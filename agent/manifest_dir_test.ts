@@ -23,7 +23,12 @@ Deno.test("manifest dir: writes, skips unchanged, removes only owned undesired f
       new Map([["podmin_default_a.json", owned("a")]]),
       new Set(["podmin_default_b.json"]),
     );
-    assert.deepEqual(c, { written: [], removed: [], unchanged: ["podmin_default_a.json"] });
+    assert.deepEqual(c, {
+      written: [],
+      removed: [],
+      unchanged: ["podmin_default_a.json"],
+      refused: [],
+    });
     c = await md.converge(new Map(), new Set());
     assert.deepEqual(c.removed.sort(), ["podmin_default_a.json", "podmin_default_b.json"]);
     const left = (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name).sort();
@@ -32,6 +37,13 @@ Deno.test("manifest dir: writes, skips unchanged, removes only owned undesired f
       [".other.tmp", "other.yaml", "podmin_default_notours.json"],
       "own temp files removed, foreign files kept",
     );
+    // A desired name held by a file Podmin does not own is reported and left alone.
+    const refused = await md.converge(
+      new Map([["podmin_default_notours.json", owned("x")]]),
+      new Set(),
+    );
+    assert.deepEqual(refused.refused, ["podmin_default_notours.json"]);
+    assert.equal(await Deno.readTextFile(`${dir}/podmin_default_notours.json`), '{"metadata":{}}');
     await assert.rejects(
       md.converge(new Map([["../escape.json", owned("x")]]), new Set()),
       /refusing/,

@@ -141,7 +141,16 @@ Example:
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
     let failures = 0;
     while (!stopping) {
-      const { status, unavailable } = await loop.pass();
+      let status, unavailable;
+      try {
+        ({ status, unavailable } = await loop.pass());
+      } catch (err) {
+        // A bug or a local fault must not kill the agent (and with it the node's registry).
+        log.error("pass failed", { error: (err as Error).message, stack: (err as Error).stack });
+        failures++;
+        await sleep(Math.min(MAX_BACKOFF_MS, intervalMs * 2 ** Math.min(failures, 5)));
+        continue;
+      }
       await writeStatus(v["state-dir"], status).catch((err) =>
         log.warn("cannot write status", { error: (err as Error).message })
       );

@@ -51,44 +51,57 @@ export class SecretsSync {
     this.#o = options;
   }
 
-  /** Brings every Deployment's values up to date (as far as the provider allows). */
+  /**
+   * Brings every Deployment's values up to date (as far as the provider
+   * allows). Deployments are handled concurrently, so one slow provider call
+   * does not hold the others back; any failure is reported per Deployment and
+   * never thrown.
+   */
   async sync(deployments: Deployment[], now = Date.now()): Promise<SecretsResult> {
     const result: SecretsResult = { ready: new Set(), errors: [], rotated: [] };
-    await Deno.mkdir(this.#o.secretsDir, { recursive: true, mode: 0o700 });
-    for (const d of deployments) {
-      const secrets = d.spec.secrets ?? [];
-      if (!secrets.length) continue;
-      const { namespace, name } = d.metadata;
-      const ref = `${namespace}/${name}`;
-      const dir = path.join(this.#o.secretsDir, podDirName(namespace, name));
-      const keys = secrets.map((s) => `${s.from}:${s.key}`).join(",");
-      const st = this.#state.get(ref);
-      if (!st || st.keys !== keys || now >= st.nextFetch) {
-        try {
-          const values = new Map<string, Uint8Array>();
-          for (const s of secrets) {
-            values.set(
-              s.key,
-              await this.#o.provider.fetch(
-                s.from,
-                valueName(this.#o.cluster, namespace, name, s.key),
-              ),
-            );
-          }
-          if (await writeGeneration(dir, values)) {
-            result.rotated.push(ref);
-            this.#o.log.info("values generation swapped", { deployment: ref, keys: values.size });
-          }
-          this.#state.set(ref, { keys, nextFetch: now + this.#o.refreshMs });
-        } catch (err) {
-          result.errors.push(`values of ${ref}: ${(err as Error).message}`);
-          this.#state.set(ref, { keys, nextFetch: now + (this.#o.retryMs ?? 5_000) });
+    const withSecrets = deployments.filter((d) => d.spec.secrets?.length);
+    if (!withSecrets.length) return result;
+    try {
+      await Deno.mkdir(this.#o.secretsDir, { recursive: true, mode: 0o700 });
+    } catch (err) {
+      result.errors.push(`values directory ${this.#o.secretsDir}: ${(err as Error).message}`);
+      return result;
+    }
+    await Promise.all(withSecrets.map((d) => this.#syncOne(d, now, result)));
+    return result;
+  }
+
+  async #syncOne(d: Deployment, now: number, result: SecretsResult): Promise<void> {
+    const secrets = d.spec.secrets!;
+    const { namespace, name } = d.metadata;
+    const ref = `${namespace}/${name}`;
+    const dir = path.join(this.#o.secretsDir, podDirName(namespace, name));
+    const keys = secrets.map((s) => `${s.from}:${s.key}`).join(",");
+    const st = this.#state.get(ref);
+    if (!st || st.keys !== keys || now >= st.nextFetch) {
+      try {
+        const fetched = await Promise.all(
+          secrets.map((s) =>
+            this.#o.provider.fetch(s.from, valueName(this.#o.cluster, namespace, name, s.key))
+          ),
+        );
+        const values = new Map(secrets.map((s, i) => [s.key, fetched[i]]));
+        if (await writeGeneration(dir, values)) {
+          result.rotated.push(ref);
+          this.#o.log.info("values generation swapped", { deployment: ref, keys: values.size });
         }
+        this.#state.set(ref, { keys, nextFetch: now + this.#o.refreshMs });
+      } catch (err) {
+        result.errors.push(`values of ${ref}: ${(err as Error).message}`);
+        this.#state.set(ref, { keys, nextFetch: now + (this.#o.retryMs ?? 5_000) });
       }
+    }
+    try {
       const current = await readGeneration(dir);
       if (current && secrets.every((s) => current.has(s.key))) result.ready.add(ref);
+    } catch (err) {
+      result.errors.push(`values of ${ref}: ${(err as Error).message}`);
     }
-    return result;
   }
 
   /**

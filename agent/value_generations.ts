@@ -24,8 +24,15 @@ export async function readGeneration(dir: string): Promise<Map<string, Uint8Arra
   }
   const genDir = path.join(dir, path.basename(target));
   const values = new Map<string, Uint8Array>();
-  for await (const e of Deno.readDir(genDir)) {
-    if (e.isFile) values.set(e.name, await Deno.readFile(path.join(genDir, e.name)));
+  try {
+    for await (const e of Deno.readDir(genDir)) {
+      if (e.isFile) values.set(e.name, await Deno.readFile(path.join(genDir, e.name)));
+    }
+  } catch (err) {
+    // A dangling ..data (generation removed by hand or a crash): no usable generation; the next
+    // write replaces the link.
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw err;
   }
   return values;
 }

@@ -19,7 +19,8 @@ import {
   parseDeploymentIndex,
   serializeDeploymentIndex,
 } from "../core/deployment_index.ts";
-import { NotFoundError, PreconditionFailedError, UsageError } from "../core/errors.ts";
+import { NotFoundError, PodminError, PreconditionFailedError, UsageError } from "../core/errors.ts";
+import { sleep } from "../core/retry.ts";
 import { getIfExists, type ObjectStore, putIfAbsent } from "../core/object_store.ts";
 import type { Deployment, Resource, Service } from "../core/resources.ts";
 import {
@@ -71,11 +72,25 @@ export async function readServiceIndex(store: ObjectStore): Promise<ServiceIndex
 
 /** Writes a content-addressed object unless it is already there. */
 async function putImmutable(store: ObjectStore, key: string, bytes: Uint8Array): Promise<void> {
-  try {
-    await putIfAbsent(store, key, bytes, JSON_TYPE);
-  } catch (err) {
-    if (!(err instanceof PreconditionFailedError)) throw err;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    try {
+      await putIfAbsent(store, key, bytes, JSON_TYPE);
+      return;
+    } catch (err) {
+      if (!(err instanceof PreconditionFailedError)) throw err;
+    }
+    // Lost to a concurrent writer of the same bytes; it is stored only once that write commits.
+    try {
+      await store.head(key);
+      return;
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err;
+      await sleep(50 * (attempt + 1));
+    }
   }
+  throw new PodminError(`${key} could not be stored (concurrent writers kept conflicting)`, {
+    hint: "retry the command",
+  });
 }
 
 /** The CAS loop over deployments/index.json. */
@@ -254,7 +269,8 @@ export async function deleteResource(options: {
     e.namespace === namespace && e.name === name;
   if (kind === "Deployment") {
     await updateDeploymentIndex(store, (current) => {
-      found = current.deployments.some(match);
+      // Sticky: an earlier attempt may have removed it and only lost the response.
+      found ||= current.deployments.some(match);
       if (!found) return undefined;
       return {
         ...current,
@@ -266,7 +282,7 @@ export async function deleteResource(options: {
     const existing = await readServiceIndex(store);
     if (existing) {
       await updateServiceIndex(store, () => emptyServiceIndex(existing.serviceCIDR), (current) => {
-        found = current.services.some(match);
+        found ||= current.services.some(match);
         if (!found) return undefined;
         return {
           ...current,

@@ -26,3 +26,8 @@ export function contentAddress(value: unknown): { bytes: Uint8Array; sha256: str
   const bytes = new TextEncoder().encode(canonicalJson(value));
   return { bytes, sha256: sha256Hex(bytes) };
 }
+
+/** Locale-independent string order (UTF-16 code units), for anything that must be reproducible. */
+export function compareCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -7,6 +7,7 @@
 import { dependencyBlobKey } from "./bucket_layout.ts";
 import { ValidationError } from "./errors.ts";
 import { API_VERSION } from "./resources.ts";
+import { compareCodeUnits } from "./canonical_json.ts";
 
 /** The architectures Podmin runs on. */
 export const ARCHITECTURES = ["amd64", "arm64"] as const;
@@ -106,7 +107,7 @@ export function serializeDependencyManifest(m: DependencyManifest): Uint8Array {
   const architectures: DependencyManifest["architectures"] = {};
   for (const arch of ARCHITECTURES) {
     const list = m.architectures[arch];
-    if (list) architectures[arch] = [...list].sort((a, b) => a.name.localeCompare(b.name));
+    if (list) architectures[arch] = [...list].sort((a, b) => compareCodeUnits(a.name, b.name));
   }
   return new TextEncoder().encode(JSON.stringify({ ...m, architectures }, null, 1) + "\n");
 }

@@ -7,6 +7,7 @@
 import { API_VERSION } from "./resources.ts";
 import { ValidationError } from "./errors.ts";
 import { isDnsLabel } from "./names.ts";
+import { compareCodeUnits } from "./canonical_json.ts";
 
 /** One Deployment in the index. */
 export interface DeploymentEntry {
@@ -85,7 +86,7 @@ export function parseDeploymentIndex(bytes: Uint8Array): DeploymentIndex {
 /** Serialises an index (entries sorted by namespace/name). */
 export function serializeDeploymentIndex(index: DeploymentIndex): Uint8Array {
   const deployments = [...index.deployments].sort((a, b) =>
-    a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name)
+    compareCodeUnits(a.namespace, b.namespace) || compareCodeUnits(a.name, b.name)
   );
   return new TextEncoder().encode(JSON.stringify({ ...index, deployments }, null, 1) + "\n");
 }

@@ -162,7 +162,14 @@ export class FsStore implements ObjectStore {
             return;
           }
           const buf = new Uint8Array(Math.min(remaining, 256 * 1024));
-          const n = await file.read(buf);
+          let n: number | null;
+          try {
+            n = await file.read(buf);
+          } catch (err) {
+            file.close();
+            controller.error(fsError(err, key));
+            return;
+          }
           if (n === null) {
             file.close();
             controller.error(new PermanentStoreError(`${key}: object file shrank`, { key }));
@@ -343,12 +350,16 @@ export class FsStore implements ObjectStore {
     tempPath: string,
     check: () => Promise<void>,
   ): Promise<void> {
-    await Deno.mkdir(path.dirname(target), { recursive: true });
-    await this.#withLock(key, async () => {
-      await check();
-      await Deno.rename(tempPath, target);
-      if (this.#durable) await fsyncDir(path.dirname(target));
-    });
+    try {
+      await Deno.mkdir(path.dirname(target), { recursive: true });
+      await this.#withLock(key, async () => {
+        await check();
+        await Deno.rename(tempPath, target);
+        if (this.#durable) await fsyncDir(path.dirname(target));
+      });
+    } catch (err) {
+      throw fsError(err, key); // StoreErrors (PreconditionFailed) pass through unchanged
+    }
   }
 
   async #withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {

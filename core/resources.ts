@@ -8,6 +8,7 @@
 import type { Container, PodSpec, Volume } from "kubernetes-types/core/v1.d.ts";
 import { ValidationError } from "./errors.ts";
 import { DEFAULT_NAMESPACE, isDnsLabel } from "./names.ts";
+import { compareCodeUnits } from "./canonical_json.ts";
 
 /** The only apiVersion this release reads and writes. */
 export const API_VERSION = "podmin.dev/v1";
@@ -357,7 +358,7 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
         }
         return { key: String(s.key), from: from as SecretRef["from"] };
       });
-      secrets.sort((a, b) => a.key.localeCompare(b.key));
+      secrets.sort((a, b) => compareCodeUnits(a.key, b.key));
     }
   }
   const template = spec.template;
@@ -435,7 +436,7 @@ function checkService(p: Problems, doc: Obj): Service {
       });
     }
   }
-  ports.sort((a, b) => a.protocol.localeCompare(b.protocol) || a.port - b.port);
+  ports.sort((a, b) => compareCodeUnits(a.protocol, b.protocol) || a.port - b.port);
   return { apiVersion: API_VERSION, kind: "Service", metadata, spec: { selector, ports } };
 }
 

@@ -135,3 +135,25 @@ Deno.test("resources: replicas and selectors get a hint about NodeGroups", () =>
       /spec.selector: a Podmin Deployment/.test(e.message) && !/unknown field/.test(e.message),
   );
 });
+
+Deno.test("resources: the spec digest does not depend on the operator's locale", async () => {
+  const script = `
+    import { parseResource } from "${new URL("./resources.ts", import.meta.url).href}";
+    import { contentAddress } from "${new URL("./canonical_json.ts", import.meta.url).href}";
+    const d = parseResource({ apiVersion: "podmin.dev/v1", kind: "Deployment", metadata: { name: "w" },
+      spec: { nodeGroup: "g", secrets: [{ key: "b" }, { key: "aa" }, { key: "Z" }],
+        template: { spec: { containers: [{ name: "c", image: "i" }] } } } });
+    console.log(contentAddress(d).sha256);`;
+  const digests = [];
+  for (const lang of ["en_US.UTF-8", "da_DK.UTF-8", "C"]) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["eval", script],
+      env: { LANG: lang, LC_ALL: lang },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(out.success, new TextDecoder().decode(out.stderr));
+    digests.push(new TextDecoder().decode(out.stdout).trim());
+  }
+  assert.equal(new Set(digests).size, 1, digests.join(" "));
+});

@@ -162,12 +162,16 @@ export class S3Store implements ObjectStore {
     try {
       const parts: { ETag: string; PartNumber: number }[] = [];
       const inFlight = new Set<Promise<void>>();
+      let failed: unknown;
+      const check = () => {
+        if (failed !== undefined) throw failed;
+      };
       let next: { data: Uint8Array; done: boolean } = first;
       let partNumber = 1;
       for (;;) {
         const n = partNumber++;
         const data = next.data;
-        const p = this.#retrying(key, () =>
+        const p: Promise<void> = this.#retrying(key, () =>
           this.client.send(
             new UploadPartCommand({
               Bucket: this.bucket,
@@ -178,15 +182,25 @@ export class S3Store implements ObjectStore {
             }),
           )).then((out) => {
             parts.push({ ETag: out.ETag!, PartNumber: n });
-          });
+          }, (err) => {
+            failed ??= err; // a failed part fails the upload, whenever it is noticed
+          }).finally(() => inFlight.delete(p));
         inFlight.add(p);
-        p.finally(() => inFlight.delete(p)).catch(() => {});
         if (inFlight.size >= PARTS_IN_FLIGHT) await Promise.race(inFlight);
+        check();
         if (next.done) break;
         next = await readPart(reader, hash, options);
+        check();
         if (next.data.byteLength === 0 && next.done) break;
       }
       await Promise.all(inFlight);
+      check();
+      if (parts.length !== partNumber - 1) {
+        throw new PermanentStoreError(
+          `${key}: ${parts.length} of ${partNumber - 1} parts uploaded`,
+          { key },
+        );
+      }
       verify(hash, options, key);
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
       const out = await this.#retrying(key, () =>
@@ -350,7 +364,13 @@ export function classify(err: unknown, key: string, url: string): StoreError {
     }
     return new NotFoundError(`${key} not found in ${url}`, { key, cause: err });
   }
-  if (status === 412 || status === 409 || name === "PreconditionFailed") {
+  if (status === 409 && name === "OperationAborted") {
+    return new UnavailableError(`${url}: conflicting operation in progress on ${key}`, {
+      key,
+      cause: err,
+    });
+  }
+  if (status === 412 || name === "PreconditionFailed" || name === "ConditionalRequestConflict") {
     return new PreconditionFailedError(`${key}: conditional write lost (${name || status})`, {
       key,
       cause: err,

@@ -15,6 +15,7 @@ import {
 } from "./ipv6.ts";
 import { isDnsLabel } from "./names.ts";
 import { API_VERSION } from "./resources.ts";
+import { compareCodeUnits } from "./canonical_json.ts";
 
 /** The default Service range: a ULA /112 (65,536 VIPs). */
 export const DEFAULT_SERVICE_CIDR = "fd00:504d::/112";
@@ -108,7 +109,7 @@ export function parseServiceIndex(bytes: Uint8Array): ServiceIndex {
 /** Serialises an index (entries sorted by namespace/name). */
 export function serializeServiceIndex(index: ServiceIndex): Uint8Array {
   const services = [...index.services].sort((a, b) =>
-    a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name)
+    compareCodeUnits(a.namespace, b.namespace) || compareCodeUnits(a.name, b.name)
   );
   return new TextEncoder().encode(JSON.stringify({ ...index, services }, null, 1) + "\n");
 }

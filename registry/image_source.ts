@@ -9,7 +9,7 @@ import { Sha256Counter, sha256Hex } from "../core/digest.ts";
 import { UsageError, ValidationError } from "../core/errors.ts";
 import { type Descriptor, isDigest } from "./manifest.ts";
 import { OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_TAR, OCI_MANIFEST } from "./media_types.ts";
-import { extractTar } from "./tar_extract.ts";
+import { extractTar, safeJoin } from "./tar_extract.ts";
 
 /** A manifest document: its bytes, media type and digest. */
 export interface ManifestDoc {
@@ -125,12 +125,25 @@ class DockerArchiveSource implements ImageSource {
         hint: `images: ${entries.flatMap((e) => e.RepoTags ?? []).join(", ") || "(untagged)"}`,
       });
     }
-    const describe = async (rel: string, mediaType?: string): Promise<Descriptor> => {
-      const p = path.join(this.dir, rel.replace(/^\/+/, ""));
-      const file = await Deno.open(p);
+    const describe = async (rel: unknown, mediaType?: string): Promise<Descriptor> => {
+      // manifest.json is untrusted: its paths must name regular files inside the archive.
+      if (typeof rel !== "string") {
+        throw new ValidationError(`${this.name}: manifest.json names a non-string path`);
+      }
+      const p = safeJoin(this.dir, rel);
+      const st = await Deno.lstat(p).catch(() => undefined);
+      if (!st?.isFile) {
+        throw new ValidationError(
+          `${this.name}: ${JSON.stringify(rel)} is not a file of the archive`,
+        );
+      }
       const head = new Uint8Array(2);
-      await file.read(head);
-      file.close();
+      const file = await Deno.open(p);
+      try {
+        await file.read(head);
+      } finally {
+        file.close();
+      }
       const { sha256, size } = await hashFile(p);
       const digest = `sha256:${sha256}`;
       this.#files.set(digest, p);
@@ -142,7 +155,9 @@ class DockerArchiveSource implements ImageSource {
       schemaVersion: 2,
       mediaType: OCI_MANIFEST,
       config: await describe(entry.Config, OCI_CONFIG),
-      layers: await Promise.all(entry.Layers.map((l) => describe(l))),
+      layers: await Promise.all(
+        (Array.isArray(entry.Layers) ? entry.Layers : [undefined]).map((l) => describe(l)),
+      ),
     };
     const bytes = new TextEncoder().encode(JSON.stringify(manifest));
     return { bytes, mediaType: OCI_MANIFEST, digest: `sha256:${sha256Hex(bytes)}` };

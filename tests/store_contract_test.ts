@@ -268,3 +268,29 @@ Deno.test("store contract [s3]: an unreachable endpoint is Unavailable after bou
   await assert.rejects(store.get("k"), UnavailableError);
   assert.ok(Date.now() - started < 10_000);
 });
+
+Deno.test("store contract [s3]: a part that fails mid-upload fails the whole upload; nothing becomes visible", async () => {
+  const m = await moto();
+  await m.reset();
+  const store = new S3Store({
+    bucket: await m.createBucket(),
+    region: "us-east-1",
+    retry: { attempts: 1, baseMs: 1, maxMs: 1 },
+  });
+  const send = store.client.send.bind(store.client);
+  // Part 2 is refused (e.g. access revoked mid-upload); the others go through.
+  store.client.send = ((command: { input?: { PartNumber?: number } }, ...rest: unknown[]) => {
+    if (command.constructor.name === "UploadPartCommand" && command.input?.PartNumber === 2) {
+      return Promise.reject(
+        Object.assign(new Error("Access Denied"), {
+          name: "AccessDenied",
+          $metadata: { httpStatusCode: 403 },
+        }),
+      );
+    }
+    return (send as (...a: unknown[]) => Promise<unknown>)(command, ...rest);
+  }) as typeof store.client.send;
+  const { stream } = bigStream(24);
+  await assert.rejects(store.putStream("big/partial", stream), /access denied/);
+  assert.equal(await getIfExists(store, "big/partial"), undefined);
+});
