@@ -34,6 +34,7 @@ import {
   dependency,
   POOL4_DETECT,
   renderUserData,
+  SOURCES_DETECT,
 } from "../vmconfig/render_user_data.ts";
 import { dependencyBlobKey } from "../core/bucket_layout.ts";
 
@@ -725,7 +726,7 @@ testWith(
 );
 
 testWith(
-  "vmconfig boot: NAT VM with pool4 detect attaches its stable ENI and installs Jool from Debian",
+  "vmconfig boot: NAT VM with pool4 and sources detect attaches its stable ENI, routes through it, Jool from Debian",
   { root: true, tools: TOOLS },
   async () => {
     const m = await moto();
@@ -736,6 +737,9 @@ testWith(
     const STABLE_ENI = "eni-0dddddddddddddddd";
     const STABLE_MAC = "02:00:5e:00:01:0b";
     const POOL4 = "10.99.0.20";
+    const SUBNET = "10.99.0.0/27";
+    // The VPC's IPv6 blocks (an Amazon-provided /56 and a second one), as the metadata lists them.
+    const VPC_BLOCKS = ["2600:1f18:4b2:aa00::/56", "2600:1f18:77:c100::/56"];
     let addressAt = 0;
     const imds = startImds({
       instanceId: INSTANCE,
@@ -746,6 +750,8 @@ testWith(
         interfaceId: "eni-0cccccccccccccccc",
         ipv6s: ["2600:1f18:4b2:ab00::10"],
         localIpv4s: ["10.99.0.10"],
+        subnetIpv4CidrBlock: SUBNET,
+        vpcIpv6CidrBlocks: VPC_BLOCKS,
       }],
       tags: { "podmin:cluster": "prod", "podmin:nat64": "zone-b", "podmin:nat64-eni": STABLE_ENI },
       attachable: [{
@@ -753,6 +759,8 @@ testWith(
         interfaceId: STABLE_ENI,
         ipv6s: ["2600:1f18:4b2:ab00::20"],
         localIpv4s: [POOL4],
+        subnetIpv4CidrBlock: SUBNET,
+        vpcIpv6CidrBlocks: VPC_BLOCKS,
       }],
       // The replaced instance still holds the ENI for the first attempt.
       attachInUse: 1,
@@ -810,7 +818,7 @@ testWith(
         dependencies: deps,
         nat: {
           ipv4SourceCidrs: ["10.0.0.0/16"],
-          nat64: { sourceIpv6Cidrs: ["2600:1f18:4b2:aa00::/56"], pool4Address: POOL4_DETECT },
+          nat64: { sourceIpv6Cidrs: [SOURCES_DETECT], pool4Address: POOL4_DETECT },
         },
       });
       assert.ok(ud.size <= 16384, `user-data is ${ud.size} bytes`);
@@ -843,6 +851,7 @@ testWith(
       assert.match(onIface, new RegExp(`inet ${POOL4.replaceAll(".", "\\.")}/27 `));
       const userDataEnv = await Deno.readTextFile(`${root}/opt/podmin/etc/user-data.env`);
       assert.ok(userDataEnv.includes("\nNAT64_POOL4_ADDRESS=detect\n"), userDataEnv);
+      assert.ok(userDataEnv.includes("\nNAT64_SOURCE_IPV6_CIDRS=detect\n"), userDataEnv);
       const det = await Deno.readTextFile(`${root}/opt/podmin/etc/detected.env`);
       for (
         const line of [
@@ -851,17 +860,29 @@ testWith(
           `DETECTED_NAT64_ENI_ID=${STABLE_ENI}`,
           "DETECTED_NAT64_INTERFACE=ens6",
           `DETECTED_NAT64_POOL4_ADDRESS=${POOL4}`,
+          `DETECTED_NAT64_SUBNET_IPV4_CIDR=${SUBNET}`,
+          `DETECTED_NAT64_SOURCE_IPV6_CIDRS=${VPC_BLOCKS.join(",")}`,
         ]
       ) assert.ok(det.includes(`${line}\n`), `${line} in\n${det}`);
+      assert.ok(
+        imds.requests.includes(
+          "GET /latest/meta-data/network/interfaces/macs/02:00:5e:00:01:0a/vpc-ipv6-cidr-blocks",
+        ),
+        "the VPC's blocks come from the boot ENI's metadata",
+      );
       const envFile = `${root}/opt/env/podmin-nat.env`;
       const env = await Deno.readTextFile(envFile);
+      // IPv4 leaves through the stable ENI (the EIP's), not the boot ENI.
       assert.deepEqual(env.split("\n").filter((l) => l && !l.startsWith("#")), [
-        "NAT_WAN_INTERFACE=ens5",
-        "NAT_METRICS_INTERFACE=ens5",
+        "NAT_WAN_INTERFACE=ens6",
+        "NAT_METRICS_INTERFACE=ens6",
         "NAT_CONNTRACK_MAX=262144",
         "NAT64_ENABLED=true",
         "NAT64_PREFIX=64:ff9b::/96",
         "NAT64_INTERFACE=ens6",
+        `NAT64_IPV4_SUBNET=${SUBNET}`,
+        "NAT64_IPV4_GATEWAY=10.99.0.1",
+        "NAT64_ROUTE_TABLE=110",
         `NAT64_POOL4_ADDRESS=${POOL4}`,
         "NAT64_JOOL=debian",
         "NAT_RULESET=/etc/podmin/nat/nat.nft",
@@ -888,8 +909,45 @@ testWith(
         "restart podmin-nat",
       ]);
 
-      // podmin-nat.service's script, in the VM's namespace: the real nftables loads the ruleset;
-      // kernel modules, sysctl and Jool's program (as jool-tools would install it) are recorders.
+      // The detected VPC blocks are the NAT64 source allowlist; source NAT leaves through ens6.
+      const ruleset = await Deno.readTextFile(`${root}/etc/podmin/nat/nat.nft`);
+      assert.ok(
+        ruleset.includes(
+          `set nat64_sources {\n    type ipv6_addr; flags interval;\n` +
+            `    elements = { ${VPC_BLOCKS.join(", ")} }\n  }`,
+        ),
+        ruleset,
+      );
+      assert.ok(!/detect|::\/0/.test(ruleset), ruleset);
+      const sysctlConf = await Deno.readTextFile(`${root}/etc/sysctl.d/90-podmin-nat.conf`);
+      assert.match(sysctlConf, /^net\.ipv6\.conf\.\*\.accept_ra = 2$/m);
+      // The real sysctl applies the file in the VM's namespace (but the conntrack maximum, which
+      // only the initial namespace may set): router advertisements stay on with forwarding.
+      await must("ip", ["netns", "exec", ns.name, "sysctl", "-q", "-p-"], {
+        stdin: sysctlConf.replace(/^net\.netfilter\..*$/m, ""),
+      });
+      const sysctlGet = async (key: string) =>
+        (await must("ip", ["netns", "exec", ns.name, "sysctl", "-n", key])).trim();
+      assert.equal(await sysctlGet("net.ipv6.conf.ens6.accept_ra"), "2");
+      assert.equal(await sysctlGet("net.ipv6.conf.ens6.forwarding"), "1");
+      assert.equal(await sysctlGet("net.ipv4.conf.ens6.send_redirects"), "0");
+      // The stable ENI's router advertisement (the VPC router's link-local address).
+      await must("ip", [
+        "-n",
+        ns.name,
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "fe80::1",
+        "dev",
+        "ens6",
+      ]);
+
+      // podmin-nat.service's script, in the VM's namespace: the real nftables loads the ruleset,
+      // the real ip sets up the routing; kernel modules, sysctl and Jool's program (as jool-tools
+      // would install it) are recorders.
       const stubs = `${dir}/stubs`;
       await Deno.mkdir(stubs);
       for (const c of ["modprobe", "sysctl", "insmod", "modinfo"]) {
@@ -899,16 +957,22 @@ testWith(
       await Deno.mkdir(`${root}/usr/bin`, { recursive: true });
       await Deno.copyFile(jool.path, `${root}/usr/bin/jool`);
       await Deno.chmod(`${root}/usr/bin/jool`, 0o755);
-      const natOut = await run("ip", [
-        "netns",
-        "exec",
-        ns.name,
-        "env",
-        `PODMIN_ROOT=${root}`,
-        `PATH=${stubs}:${Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin"}`,
-        `${root}/opt/podmin/bin/nat.sh`,
-      ]);
+      const natSh = () =>
+        run("ip", [
+          "netns",
+          "exec",
+          ns.name,
+          "env",
+          `PODMIN_ROOT=${root}`,
+          `PATH=${stubs}:${Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin"}`,
+          `${root}/opt/podmin/bin/nat.sh`,
+        ]);
+      const natOut = await natSh();
       assert.equal(natOut.code, 0, natOut.stderr);
+      assert.match(
+        natOut.stderr,
+        /NAT64 egress through ens6: table 110, IPv4 via 10\.99\.0\.1, IPv6 via fe80::1/,
+      );
       assert.match(natOut.stderr, /NAT64 64:ff9b::\/96 -> 10\.99\.0\.20 \(Jool instance podmin\)/);
       assert.deepEqual((await Deno.readTextFile(`${dir}/modprobe.log`)).trim().split("\n"), [
         "nf_conntrack",
@@ -934,7 +998,79 @@ testWith(
         "podmin_nat",
       ]);
       assert.match(listed, /ip6 saddr != @nat64_sources counter name "nat64_denied_source" drop/);
-      assert.match(listed, /oifname "ens5" masquerade/);
+      assert.match(
+        listed,
+        /oifname "ens6" meta l4proto \{ icmp, tcp, udp \} masquerade to :1024-61000\n/,
+      );
+      assert.match(listed, /oifname "ens6" masquerade\n/);
+      assert.ok(!listed.includes('"ens5"'), listed);
+      const sourcesSet = /set nat64_sources \{[^}]*\}/.exec(listed)?.[0] ?? "";
+      for (const block of VPC_BLOCKS) assert.ok(sourcesSet.includes(block), sourcesSet);
+      assert.equal(sourcesSet.match(/\/56/g)?.length, VPC_BLOCKS.length, sourcesSet);
+
+      // The routing the kernel really has: pool4-sourced IPv4 (Jool), IPv4 forwarded from the
+      // stable ENI (source NAT) and IPv6 from the NAT64 prefix (Jool's replies) use table 110,
+      // whose default routes leave through ens6; the main table still uses the boot ENI.
+      const routing = async () => ({
+        rules4: await must("ip", ["-n", ns.name, "-4", "rule", "show"]),
+        rules6: await must("ip", ["-n", ns.name, "-6", "rule", "show"]),
+        table4: await must("ip", ["-n", ns.name, "-4", "route", "show", "table", "110"]),
+        table6: await must("ip", ["-n", ns.name, "-6", "route", "show", "table", "110"]),
+        main4: await must("ip", ["-n", ns.name, "-4", "route", "show", "default"]),
+      });
+      const r1 = await routing();
+      assert.match(r1.rules4, /^1100:\s+from 10\.99\.0\.20 lookup 110\s*$/m);
+      assert.match(r1.rules4, /^1101:\s+from all iif ens6 lookup 110\s*$/m);
+      assert.match(r1.rules6, /^1100:\s+from 64:ff9b::\/96 lookup 110\s*$/m);
+      assert.match(r1.table4, /^default via 10\.99\.0\.1 dev ens6\s*$/m);
+      assert.match(r1.table4, /^10\.99\.0\.0\/27 dev ens6 scope link src 10\.99\.0\.20\s*$/m);
+      assert.equal(r1.table4.trim().split("\n").length, 2, r1.table4);
+      assert.match(r1.table6, /^default via fe80::1 dev ens6 /m);
+      assert.equal(r1.table6.trim().split("\n").length, 1, r1.table6);
+      assert.match(r1.main4, /^default via 10\.99\.0\.1 dev ens5/m);
+      const get = async (...args: string[]) =>
+        (await must("ip", ["-n", ns.name, ...args])).split("\n")[0];
+      assert.match(
+        await get("-4", "route", "get", "8.8.8.8", "from", POOL4),
+        /via 10\.99\.0\.1 dev ens6 table 110/,
+      );
+      assert.match(
+        await get("-4", "route", "get", "8.8.8.8", "from", "10.0.7.7", "iif", "ens6"),
+        /via 10\.99\.0\.1 dev ens6 table 110/,
+      );
+      assert.match(
+        await get("-6", "route", "get", "2600:1f18:4b2:aa07::7", "from", "64:ff9b::808:808"),
+        /via fe80::1 dev ens6 table 110/,
+      );
+      assert.match(await get("-4", "route", "get", "8.8.8.8"), /via 10\.99\.0\.1 dev ens5 /);
+      assert.equal(r1.rules4.match(/^110[01]:/gm)?.length, 2, r1.rules4);
+      assert.equal(r1.rules6.match(/^1100:/gm)?.length, 1, r1.rules6);
+      // Every boot (and every restart) rewrites the same state: nothing added twice, and what
+      // an earlier run (or an operator) left at its priorities and in its table is replaced.
+      const ipn = (...args: string[]) => must("ip", ["-n", ns.name, ...args]);
+      await ipn("-4", "rule", "add", "priority", "1100", "from", "10.99.0.30", "lookup", "110");
+      await ipn("-4", "route", "add", "192.0.2.0/24", "dev", "ens6", "table", "110");
+      const natAgain = await natSh();
+      assert.equal(natAgain.code, 0, natAgain.stderr);
+      assert.deepEqual(await routing(), r1);
+      // Without an IPv6 router on the stable ENI it waits, then fails, and changes nothing.
+      await ipn("-6", "route", "del", "default", "via", "fe80::1", "dev", "ens6");
+      const noRouter = await run("ip", [
+        "netns",
+        "exec",
+        ns.name,
+        "env",
+        `PODMIN_ROOT=${root}`,
+        "NAT64_ENI_WAIT_SECONDS=1",
+        `PATH=${stubs}:${Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin"}`,
+        `${root}/opt/podmin/bin/nat.sh`,
+      ]);
+      assert.notEqual(noRouter.code, 0);
+      assert.match(
+        noRouter.stderr,
+        /the NAT64 interface ens6 has no address 10\.99\.0\.20 or no IPv6 router after 1s/,
+      );
+      assert.deepEqual(await routing(), r1);
 
       // configure.sh again: no apt-get, no restart, no change.
       const before = env;
@@ -958,6 +1094,83 @@ testWith(
       assert.deepEqual(imds.violations, []);
     } finally {
       await imds.close();
+      await ns.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);
+
+testWith(
+  "vmconfig boot: NAT64 sources detect refuses a VPC without IPv6 blocks or with a malformed one",
+  { root: true, tools: TOOLS },
+  async () => {
+    const dir = await Deno.makeTempDir({ prefix: "podmin-vmc-nat64-src-" });
+    const ns = await netns(`podmin-vmc-src-${Deno.pid}`);
+    try {
+      await must("ip", [
+        "-n",
+        ns.name,
+        "link",
+        "add",
+        "ens5",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "p5",
+      ]);
+      await must("ip", ["-n", ns.name, "link", "set", "ens5", "up"]);
+      await must("ip", ["-n", ns.name, "addr", "add", "10.99.0.10/27", "dev", "ens5"]);
+      await must("ip", ["-n", ns.name, "route", "add", "default", "via", "10.99.0.1"]);
+      const cases: Array<[string[], RegExp]> = [
+        [[], /NAT64_SOURCE_IPV6_CIDRS=detect, but the VPC has no IPv6 CIDR block/],
+        [["::/0"], /malformed VPC IPv6 CIDR block in the metadata: ::\/0/],
+        [
+          ["2600:1f18:4b2:aa00::/56", "2600:1f18:4b2:aa00::1/56"],
+          /metadata: 2600:1f18:4b2:aa00::1\/56/,
+        ],
+        [
+          ["2600:1f18:4b2:aa00::/56", "detect"],
+          /malformed VPC IPv6 CIDR block in the metadata: detect/,
+        ],
+      ];
+      for (const [blocks, want] of cases) {
+        const root = `${dir}/root`;
+        await Deno.remove(root, { recursive: true }).catch(() => {});
+        await seedRoot(root);
+        const imds = startImds({
+          instanceId: "i-0aaaabbbbccccddd2",
+          availabilityZone: "us-east-1b",
+          enis: [{
+            mac: "02:00:5e:00:01:0a",
+            deviceNumber: 0,
+            interfaceId: "eni-0cccccccccccccccc",
+            ipv6s: [],
+            vpcIpv6CidrBlocks: blocks,
+          }],
+        });
+        try {
+          const out = await run(new URL("../vmconfig/bin/bootstrap.sh", import.meta.url).pathname, [
+            "nat",
+            "us-east-1",
+          ], {
+            env: {
+              PODMIN_ROOT: root,
+              PODMIN_IMDS_ENDPOINTS: imds.endpoint,
+              PODMIN_IMDS_ATTEMPTS: "2",
+              PODMIN_NETNS: ns.name,
+              NAT64_SOURCE_IPV6_CIDRS: "detect",
+              PATH: Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin",
+            },
+          });
+          assert.notEqual(out.code, 0, JSON.stringify(blocks));
+          assert.match(out.stderr, want);
+          await assert.rejects(Deno.lstat(`${root}/opt/podmin/etc/detected.env`));
+        } finally {
+          await imds.close();
+        }
+      }
+    } finally {
       await ns.close();
       await Deno.remove(dir, { recursive: true });
     }

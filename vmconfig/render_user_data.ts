@@ -55,6 +55,14 @@ export const OPTIONAL_DEPENDENCIES: Readonly<Record<VmKind, readonly string[]>> 
  */
 export const POOL4_DETECT = "detect";
 
+/**
+ * `NatOptions.nat64.sourceIpv6Cidrs` value `[SOURCES_DETECT]` for a VPC whose IPv6 block is not
+ * known when the user-data is rendered (a new VPC gets it during apply): at first boot the VM
+ * reads the VPC's IPv6 CIDR blocks from its instance metadata (`vpc-ipv6-cidr-blocks`) and
+ * admits exactly those sources to NAT64. It cannot be combined with explicit CIDRs.
+ */
+export const SOURCES_DETECT = "detect";
+
 /** One pinned dependency file (an entry of dependencies/manifest.json). */
 export interface Dependency {
   name: string;
@@ -71,6 +79,7 @@ export interface NatOptions {
   ipv4SourceCidrs: string[];
   conntrackMax?: number;
   nat64?: {
+    /** IPv6 sources allowed to use NAT64, or `[SOURCES_DETECT]`: see there. */
     sourceIpv6Cidrs: string[];
     /** The Jool pool4 IPv4 address, or `"detect"` (`POOL4_DETECT`): see there. */
     pool4Address: string;
@@ -230,7 +239,17 @@ export function userDataEnv(o: UserDataOptions): string[] {
       const n = nat.nat64;
       env.NAT64_ENABLED = "true";
       if (!n.sourceIpv6Cidrs.length) fail("NAT64 needs at least one IPv6 source CIDR");
-      env.NAT64_SOURCE_IPV6_CIDRS = n.sourceIpv6Cidrs.map(checkIpv6Cidr).join(",");
+      if (n.sourceIpv6Cidrs.includes(SOURCES_DETECT)) {
+        if (n.sourceIpv6Cidrs.length !== 1) {
+          fail(
+            `NAT64 sources: "${SOURCES_DETECT}" cannot be combined with explicit CIDRs`,
+            `either ["${SOURCES_DETECT}"] (the VPC's IPv6 blocks, read at boot) or IPv6 CIDRs`,
+          );
+        }
+        env.NAT64_SOURCE_IPV6_CIDRS = SOURCES_DETECT;
+      } else {
+        env.NAT64_SOURCE_IPV6_CIDRS = n.sourceIpv6Cidrs.map(checkIpv6Cidr).join(",");
+      }
       if (n.pool4Address !== POOL4_DETECT && !IPV4.test(n.pool4Address)) {
         fail(
           `invalid NAT64 pool4 address ${JSON.stringify(n.pool4Address)}`,

@@ -14,6 +14,7 @@ import {
   dependency,
   POOL4_DETECT,
   renderUserData,
+  SOURCES_DETECT,
   USER_DATA_LIMIT,
   userDataEnv,
   type UserDataOptions,
@@ -255,6 +256,48 @@ Deno.test("vmconfig: NAT64 user-data for setup: pool4 detected at boot, jool opt
     dependenciesForKind("node", all).map((d) => d.name).sort(),
     nodeDeps().map((d) => d.name).sort(),
   );
+});
+
+Deno.test('vmconfig: NAT64 sources ["detect"]: the VPC\'s IPv6 blocks, read at boot', () => {
+  const nat64 = { sourceIpv6Cidrs: [SOURCES_DETECT], pool4Address: POOL4_DETECT };
+  const nat: UserDataOptions = {
+    kind: "nat",
+    cluster: "prod",
+    bucket: "prod-bucket",
+    region: "us-east-1",
+    architecture: "arm64",
+    dependencies: [dependency("vmconfig", "1", bytes("v"))],
+    nat: { ipv4SourceCidrs: ["10.0.0.0/16"], nat64 },
+  };
+  assert.equal(SOURCES_DETECT, "detect");
+  const env = userDataEnv(nat);
+  assert.ok(env.includes("NAT64_SOURCE_IPV6_CIDRS=detect"), env.join("\n"));
+  assert.ok(renderUserData(nat).size <= USER_DATA_LIMIT);
+  // Explicit CIDRs are kept as given (the VM validates them strictly, host bits included).
+  const explicit = (sourceIpv6Cidrs: string[]) =>
+    userDataEnv({ ...nat, nat: { ...nat.nat!, nat64: { ...nat64, sourceIpv6Cidrs } } })
+      .find((l) => l.startsWith("NAT64_SOURCE_IPV6_CIDRS="));
+  assert.equal(
+    explicit(["2600:1f18::/56", "2600:1f19::/56"]),
+    "NAT64_SOURCE_IPV6_CIDRS=2600:1f18::/56,2600:1f19::/56",
+  );
+  // "detect" is exact and alone; anything else must be an IPv6 CIDR.
+  for (
+    const bad of [
+      [],
+      ["detect", "2600:1f18::/56"],
+      ["2600:1f18::/56", "detect"],
+      ["detect", "detect"],
+      ["Detect"],
+      ["detect "],
+      ["auto"],
+      [""],
+      ["10.0.0.0/16"],
+      ["2600:1f18::/56,2600:1f19::/56"],
+    ]
+  ) {
+    assert.throws(() => explicit(bad), ValidationError, JSON.stringify(bad));
+  }
 });
 
 Deno.test("vmconfig: the generated kubelet config is the standalone contract", async () => {

@@ -21,10 +21,14 @@ import { EC2Client } from "@aws-sdk/client-ec2";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import {
   DEPLOYMENT_INDEX,
+  imageManifestKey,
+  type ImageRepository,
   imageTagKey,
   INFRA_CONFIG,
+  parseImageRepository,
   SERVICE_INDEX,
 } from "../../core/bucket_layout.ts";
+import { parseManifest, platformOf } from "../../registry/manifest.ts";
 import type { Command, CommandContext } from "../../core/cli_kit.ts";
 import {
   type Architecture,
@@ -40,7 +44,6 @@ import { S3Store } from "../../core/s3_store.ts";
 import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_index.ts";
 import { openStore } from "../../core/store_url.ts";
 import { VERSION } from "../../core/version.ts";
-import { parseImageRepository } from "../../core/bucket_layout.ts";
 import { writeImage } from "../../registry/image_writer.ts";
 import { mirrorPathOf, parseUpstreamRef, UpstreamSource } from "../../registry/upstream.ts";
 import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
@@ -49,6 +52,7 @@ import {
   dependenciesForKind,
   POOL4_DETECT,
   renderUserData,
+  SOURCES_DETECT,
 } from "../../vmconfig/render_user_data.ts";
 import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/cluster_spec.ts";
 import { describeInfra, generateTofu, serializeTofu } from "../infra/generate_tofu.ts";
@@ -190,6 +194,29 @@ async function ensureBucket(
       }),
     );
   }
+}
+
+/**
+ * True when the tag is stored and, for an index, the linux manifest of every
+ * node architecture is stored too (a NodeGroup of a new architecture needs it).
+ */
+async function sandboxMirrored(
+  store: ObjectStore,
+  repo: ImageRepository,
+  tag: string,
+  arches: Architecture[],
+): Promise<boolean> {
+  const got = await getIfExists(store, imageTagKey(repo, tag));
+  if (!got) return false;
+  const parsed = parseManifest(got.body, got.info.contentType);
+  for (const arch of arches) {
+    const child = parsed.manifests.find((m) => platformOf(m) === `linux/${arch}`);
+    if (parsed.manifests.length && !child) return false;
+    if (child && !(await getIfExists(store, imageManifestKey(repo, child.digest.slice(7))))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 /** Creates the empty indexes so agents read an object (not a 403 for an absent key). */
@@ -467,7 +494,7 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
     // 2. The Pod sandbox image, mirrored for the node architectures.
     const ref = parseUpstreamRef(v["sandbox-image"] as string);
     const repo = parseImageRepository(mirrorPathOf(ref));
-    if (ref.tag && (await getIfExists(store, imageTagKey(repo, ref.tag)))) {
+    if (ref.tag && (await sandboxMirrored(store, repo, ref.tag, nodeArches))) {
       log(`sandbox image ${v["sandbox-image"]} already mirrored`);
     } else {
       log(`mirroring sandbox image ${v["sandbox-image"]}`);
@@ -524,9 +551,8 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
       nat: {
         ipv4SourceCidrs: [flags.vpcCidr],
         nat64: {
-          // A new VPC's IPv6 block is assigned during apply; its NAT64 security group then
-          // admits only the cluster's nodes (see docs/spec.md, NAT64).
-          sourceIpv6Cidrs: [existingVpc?.ipv6CidrBlock ?? "::/0"],
+          // A new VPC's IPv6 block is assigned during apply: the NAT VM reads it at boot.
+          sourceIpv6Cidrs: [existingVpc?.ipv6CidrBlock ?? SOURCES_DETECT],
           pool4Address: POOL4_DETECT,
         },
       },

@@ -111,7 +111,7 @@ toml() {
 }
 
 @test "NAT ruleset: filters run at raw priority before translation; NAT64 off means no NAT64 rules" {
-  declare -A c=([DETECTED_DEFAULT_INTERFACE]=ens5 [NAT_METRICS_INTERFACE]=ens6
+  declare -A c=([NAT_WAN_INTERFACE]=ens5 [NAT_METRICS_INTERFACE]=ens6
     [NAT_IPV4_SOURCE_CIDRS]="10.0.0.0/16,10.1.0.0/16" [NAT64_ENABLED]=true
     [NAT64_PREFIX]=64:ff9b::/96 [NAT64_SOURCE_IPV6_CIDRS]=2600:1f18::/56)
   run gen_nat_ruleset c
@@ -120,14 +120,23 @@ toml() {
   [[ $output == *"ip6 daddr 64:ff9b::/96 ip6 saddr != @nat64_sources counter name nat64_denied_source drop"* ]]
   [[ $output == *'oifname "ens5" masquerade'* ]]
   [[ $output == *'iifname "ens6" counter name metrics_rx_packets'* ]]
+  # Source NAT may share Jool's pool4 address: its ports stay out of 61001-65535.
+  [[ $output == *'oifname "ens5" meta l4proto { tcp, udp, icmp } masquerade to :1024-61000'* ]]
   c[NAT64_ENABLED]=false
   run gen_nat_ruleset c
   [[ $output != *nat64* ]]
+  [[ $output != *"masquerade to"* ]]
+  [[ $output == *'oifname "ens5" masquerade'* ]]
 }
 
-@test "NAT sysctl carries the conntrack maximum" {
+@test "NAT sysctl: conntrack maximum; router advertisements kept with forwarding; no redirects" {
   run gen_nat_sysctl 262144
   [[ $output == *"net.netfilter.nf_conntrack_max = 262144"* ]]
+  # Before forwarding is switched on, every interface (and every new one) keeps accepting RAs.
+  [ "$(printf '%s\n' "$output" | grep -n -e accept_ra -e ipv6.conf.all.forwarding | cut -d: -f2-)" = \
+    "$(printf 'net.ipv6.conf.*.accept_ra = 2\nnet.ipv6.conf.all.forwarding = 1')" ]
+  [[ $output == *"net.ipv4.conf.*.send_redirects = 0"* ]]
+  [[ $output == *"net.ipv4.conf.all.rp_filter = 2"* ]]
   [[ $output == *"net.ipv4.ip_forward = 1"* ]]
 }
 

@@ -2,11 +2,13 @@
  * A small IMDSv2 emulator for vmconfig's boot tests, on 127.0.0.1: session tokens (PUT
  * /latest/api/token; GETs without the token get 401), instance identity, the instance role's
  * credentials (`testing`/`testing`), instance tags (`meta-data/tags/instance/<key>`) and per-ENI
- * network metadata. It also answers the EC2 calls bootstrap makes (POST /, which moto does not
- * model here): `AssignIpv6Addresses` with `Ipv6PrefixCount=1`, after which the prefix appears in
- * the ENI's metadata, and `AttachNetworkInterface`, after which an attachable ENI appears in the
- * metadata with the requested device number. EC2 requests must be SigV4-signed with the role
- * credentials; every attach call is recorded.
+ * network metadata (device number, ENI id, IPv6 addresses and prefix, private IPv4 addresses, the
+ * subnet's IPv4 CIDR block, the VPC's IPv6 CIDR blocks). It also answers the EC2 calls bootstrap
+ * makes (POST /, which moto does not model here): `AssignIpv6Addresses` with
+ * `Ipv6PrefixCount=1`, after which the prefix appears in the ENI's metadata, and
+ * `AttachNetworkInterface`, after which an attachable ENI appears in the metadata with the
+ * requested device number. EC2 requests must be SigV4-signed with the role credentials; every
+ * attach call is recorded.
  */
 
 /** One ENI as the metadata shows it. */
@@ -21,6 +23,10 @@ export interface EmulatedEni {
   prefixToAssign?: string;
   /** Private IPv4 addresses (`local-ipv4s`), the primary first. */
   localIpv4s?: string[];
+  /** The IPv4 CIDR block of the ENI's subnet (`subnet-ipv4-cidr-block`). */
+  subnetIpv4CidrBlock?: string;
+  /** The IPv6 CIDR blocks of the ENI's VPC (`vpc-ipv6-cidr-blocks`, one per line). */
+  vpcIpv6CidrBlocks?: string[];
 }
 
 /** One AttachNetworkInterface request as the emulator received it. */
@@ -121,6 +127,10 @@ export function startImds(o: ImdsOptions): Imds {
       if (e.ipv6s.length) md[`${base}ipv6s`] = e.ipv6s.join("\n");
       if (e.ipv6Prefix) md[`${base}ipv6-prefix`] = e.ipv6Prefix;
       if (e.localIpv4s?.length) md[`${base}local-ipv4s`] = e.localIpv4s.join("\n");
+      if (e.subnetIpv4CidrBlock) md[`${base}subnet-ipv4-cidr-block`] = e.subnetIpv4CidrBlock;
+      if (e.vpcIpv6CidrBlocks?.length) {
+        md[`${base}vpc-ipv6-cidr-blocks`] = e.vpcIpv6CidrBlocks.join("\n");
+      }
     }
     const body = md[p];
     return body === undefined ? text("Not Found", 404) : text(body);

@@ -155,8 +155,8 @@ nat_root() {
 nat64_detect_root() {
   dep vmconfig "$work/vmconfig.tgz" >"$work/list"
   "$work/vmc/bin/install.sh" --kind nat --deps-list "$work/list" 2>/dev/null
-  put /opt/podmin/etc/user-data.env 'PODMIN_KIND=nat\nPODMIN_CLUSTER=prod\nPODMIN_BUCKET=prod-bucket\nPODMIN_REGION=us-east-1\nPODMIN_ARCH=arm64\nNAT_IPV4_SOURCE_CIDRS=10.0.0.0/16\nNAT64_ENABLED=true\nNAT64_SOURCE_IPV6_CIDRS=2600:1f18::/56\nNAT64_POOL4_ADDRESS=detect\n'
-  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=eni-0123456789abcdef0\nDETECTED_NAT64_INTERFACE=ens6\nDETECTED_NAT64_POOL4_ADDRESS=10.0.1.5\n'
+  put /opt/podmin/etc/user-data.env 'PODMIN_KIND=nat\nPODMIN_CLUSTER=prod\nPODMIN_BUCKET=prod-bucket\nPODMIN_REGION=us-east-1\nPODMIN_ARCH=arm64\nNAT_IPV4_SOURCE_CIDRS=10.0.0.0/16\nNAT64_ENABLED=true\nNAT64_SOURCE_IPV6_CIDRS=detect\nNAT64_POOL4_ADDRESS=detect\n'
+  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=eni-0123456789abcdef0\nDETECTED_NAT64_INTERFACE=ens6\nDETECTED_NAT64_POOL4_ADDRESS=10.0.1.5\nDETECTED_NAT64_SUBNET_IPV4_CIDR=10.0.1.0/24\nDETECTED_NAT64_SOURCE_IPV6_CIDRS=2600:1f18:4b2:aa00::/56,2600:1f18:77:c100::/56\n'
   put /opt/podmin/etc/mutable.env 'SSM_AGENT_ENABLED=true\n'
   export SYSTEMCTL=$work/systemctl APT_GET=$work/apt-get
   printf '#!/bin/sh\necho "$*" >>"%s"\n' "$work/systemctl.log" >"$SYSTEMCTL"
@@ -177,6 +177,17 @@ nat64_detect_root() {
   [ "$(wc -l <"$work/apt-get.log")" = 2 ]
   grep -q " update$" "$work/apt-get.log"
   grep -q -- "--no-install-recommends install jool-dkms jool-tools linux-headers-$(uname -r)$" "$work/apt-get.log"
+  # Egress through the stable ENI: WAN and metrics on ens6, its subnet's router, table 110.
+  grep -qx 'NAT_WAN_INTERFACE=ens6' "$env"
+  grep -qx 'NAT_METRICS_INTERFACE=ens6' "$env"
+  grep -qx 'NAT64_IPV4_SUBNET=10.0.1.0/24' "$env"
+  grep -qx 'NAT64_IPV4_GATEWAY=10.0.1.1' "$env"
+  grep -qx 'NAT64_ROUTE_TABLE=110' "$env"
+  # Sources "detect": the detected VPC blocks are the allowlist.
+  ruleset=$PODMIN_ROOT/etc/podmin/nat/nat.nft
+  grep -qx '    elements = { 2600:1f18:4b2:aa00::/56, 2600:1f18:77:c100::/56 }' "$ruleset"
+  grep -q 'oifname "ens6" masquerade$' "$ruleset"
+  run ! grep -q -e detect -e ens5 "$ruleset"
   # Again: nothing to install, nothing restarted.
   : >"$work/systemctl.log"
   run "$PODMIN_ROOT/opt/podmin/bin/configure.sh"
@@ -199,6 +210,16 @@ nat64_detect_root() {
   run "$PODMIN_ROOT/opt/podmin/bin/configure.sh"
   [ "$status" -ne 0 ]
   [[ $output == *"refusing to run the host's apt-get (set APT_GET)"* ]]
+}
+
+@test "configure.sh refuses sources detect without the detected VPC blocks" {
+  nat64_detect_root
+  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=eni-0123456789abcdef0\nDETECTED_NAT64_INTERFACE=ens6\nDETECTED_NAT64_POOL4_ADDRESS=10.0.1.5\nDETECTED_NAT64_SUBNET_IPV4_CIDR=10.0.1.0/24\n'
+  run "$PODMIN_ROOT/opt/podmin/bin/configure.sh"
+  [ "$status" -ne 0 ]
+  [[ $output == *"NAT64_SOURCE_IPV6_CIDRS=detect requires DETECTED_NAT64_SOURCE_IPV6_CIDRS"* ]]
+  [ ! -e "$PODMIN_ROOT/opt/env/podmin-nat.env" ]
+  [ ! -s "$work/apt-get.log" ]
 }
 
 @test "configure.sh refuses pool4 detect without the detected NAT64 ENI" {
@@ -243,6 +264,18 @@ stub() {
   PATH=$work/stubs:$PATH run "$PODMIN_ROOT/opt/podmin/bin/nat.sh"
   [ "$status" -ne 0 ]
   [[ $output == *"no NAT64 interface podmin-absent0"* ]]
+  # A NAT64 interface needs its routing settings (checked before any route is touched).
+  put /opt/env/podmin-nat.env "NAT_WAN_INTERFACE=lo\nNAT_METRICS_INTERFACE=lo\nNAT_CONNTRACK_MAX=262144\nNAT64_ENABLED=true\nNAT64_PREFIX=64:ff9b::/96\nNAT64_INTERFACE=lo\nNAT64_POOL4_ADDRESS=10.0.1.5\nNAT64_JOOL=debian\nNAT_RULESET=/etc/podmin/nat/nat.nft\nNAT_SYSCTL=/etc/sysctl.d/90-podmin-nat.conf\n"
+  PATH=$work/stubs:$PATH run "$PODMIN_ROOT/opt/podmin/bin/nat.sh"
+  [ "$status" -ne 0 ]
+  [[ $output == *"NAT64_INTERFACE needs NAT64_IPV4_SUBNET, NAT64_IPV4_GATEWAY and NAT64_ROUTE_TABLE"* ]]
+  # The routing settings are typed like every other key.
+  put /opt/env/podmin-nat.env "NAT_WAN_INTERFACE=lo\nNAT_METRICS_INTERFACE=lo\nNAT_CONNTRACK_MAX=262144\nNAT64_ENABLED=true\nNAT64_PREFIX=64:ff9b::/96\nNAT64_INTERFACE=lo\nNAT64_IPV4_SUBNET=10.0.1.5/24\nNAT64_IPV4_GATEWAY=10.0.1\nNAT64_ROUTE_TABLE=253\nNAT64_POOL4_ADDRESS=10.0.1.5\nNAT64_JOOL=debian\nNAT_RULESET=/etc/podmin/nat/nat.nft\nNAT_SYSCTL=/etc/sysctl.d/90-podmin-nat.conf\n"
+  PATH=$work/stubs:$PATH run "$PODMIN_ROOT/opt/podmin/bin/nat.sh"
+  [ "$status" -ne 0 ]
+  [[ $output == *"invalid value for NAT64_IPV4_SUBNET"* ]]
+  [[ $output == *"invalid value for NAT64_IPV4_GATEWAY"* ]]
+  [[ $output == *"invalid value for NAT64_ROUTE_TABLE"* ]]
 }
 
 @test "configure.sh refuses an invalid user-data.env and replaces nothing" {

@@ -257,24 +257,94 @@ write_mutable() { put /opt/podmin/etc/mutable.env "$1"; }
   run nat_rules c
   [ "$status" -ne 0 ]
   c[DETECTED_NAT64_POOL4_ADDRESS]=10.0.1.5
+  run nat_rules c
+  [ "$status" -ne 0 ]
+  [[ $output == *"and DETECTED_NAT64_SUBNET_IPV4_CIDR"* ]]
+  c[DETECTED_NAT64_SUBNET_IPV4_CIDR]=10.0.1.0/24
+  nat_rules c
+  # The address must be a host of that subnet, not its VPC router.
+  for s in 10.0.2.0/24 10.0.1.0/30; do
+    c[DETECTED_NAT64_SUBNET_IPV4_CIDR]=$s
+    run nat_rules c
+    [ "$status" -ne 0 ] || { echo "accepted: [$s]"; false; }
+    [[ $output == *"must be a host address of DETECTED_NAT64_SUBNET_IPV4_CIDR"* ]]
+  done
+  c[DETECTED_NAT64_SUBNET_IPV4_CIDR]=10.0.1.0/24
+  c[DETECTED_NAT64_POOL4_ADDRESS]=10.0.1.1
+  run nat_rules c
+  [ "$status" -ne 0 ]
+}
+
+@test "IPv4 subnets: EC2 sizes, membership, the VPC router's address" {
+  check_type ipv4_subnet 10.99.0.0/27
+  check_type ipv4_subnet 10.0.0.0/16
+  check_type ipv4_subnet 10.0.255.240/28
+  for v in 10.0.0.0/15 10.99.0.0/29 10.99.0.1/27 10.99.0.0 detect ''; do
+    run check_type ipv4_subnet "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+  ipv4_in_cidr 10.99.0.20 10.99.0.0/27
+  ipv4_in_cidr 10.99.0.31 10.99.0.0/27
+  ipv4_in_cidr 203.0.113.9 0.0.0.0/0
+  for a in 10.99.0.32 10.98.255.255 11.99.0.20; do
+    run ipv4_in_cidr "$a" 10.99.0.0/27
+    [ "$status" -ne 0 ] || { echo "inside: [$a]"; false; }
+  done
+  [ "$(ipv4_subnet_gateway 10.99.0.0/27)" = 10.99.0.1 ]
+  [ "$(ipv4_subnet_gateway 10.0.255.0/24)" = 10.0.255.1 ]
+  [ "$(ipv4_subnet_gateway 172.31.0.0/16)" = 172.31.0.1 ]
+  [ "$(ipv4_of_int 4294967295)" = 255.255.255.255 ]
+}
+
+@test "NAT64 sources: exactly \"detect\" or a strict list; detected VPC blocks are /32 to /64" {
+  check_type ipv6_cidrs_or_detect detect
+  check_type ipv6_cidrs_or_detect 2600:1f18:4b2:aa00::/56
+  check_type ipv6_cidrs_or_detect 2600:1f18:4b2:aa00::/56,2600:1f18:77:c100::/56
+  for v in Detect DETECT 'detect ' ' detect' detected auto '' detect,2600:1f18::/56 \
+    2600:1f18::/56,detect 2600:1f18::1/56 '2600:1f18::/56,' '2600:1f18::/56, 2600:1f19::/56' \
+    2600:1f18::/129 10.0.0.0/16; do
+    run check_type ipv6_cidrs_or_detect "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+  check_type vpc_ipv6_cidr 2600:1f18:4b2:aa00::/56
+  check_type vpc_ipv6_cidr 2600:1f18:4b0::/44
+  check_type list:vpc_ipv6_cidr 2600:1f18:4b2:aa00::/56,2600:1f18:77:c100::/56
+  for v in ::/0 2600::/16 2600:1f18:4b2:aa00::/96 2600:1f18:4b2:aa00::1/56 detect ''; do
+    run check_type vpc_ipv6_cidr "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+  declare -A c=([NAT64_ENABLED]=true [NAT64_PREFIX]=64:ff9b::/96
+    [NAT64_SOURCE_IPV6_CIDRS]=detect [NAT64_POOL4_ADDRESS]=10.0.1.5)
+  run nat_rules c
+  [ "$status" -ne 0 ]
+  [[ $output == *"NAT64_SOURCE_IPV6_CIDRS=detect requires DETECTED_NAT64_SOURCE_IPV6_CIDRS"* ]]
+  c[DETECTED_NAT64_SOURCE_IPV6_CIDRS]=2600:1f18:4b2:aa00::/56
   nat_rules c
 }
 
 @test "detected.env of a NAT VM: the NAT64 keys are typed" {
-  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=eni-0123456789abcdef0\nDETECTED_NAT64_INTERFACE=ens6\nDETECTED_NAT64_POOL4_ADDRESS=10.0.1.5\n'
+  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=eni-0123456789abcdef0\nDETECTED_NAT64_INTERFACE=ens6\nDETECTED_NAT64_POOL4_ADDRESS=10.0.1.5\nDETECTED_NAT64_SUBNET_IPV4_CIDR=10.0.1.0/24\nDETECTED_NAT64_SOURCE_IPV6_CIDRS=2600:1f18:4b2:aa00::/56,2600:1f18:77:c100::/56\n'
   declare -A got=()
   env_read /opt/podmin/etc/detected.env schema_detected nat got
   [ "${got[DETECTED_NAT64_POOL4_ADDRESS]}" = 10.0.1.5 ]
-  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=i-0123456789abcdef0\nDETECTED_NAT64_POOL4_ADDRESS=detect\n'
+  [ "${got[DETECTED_NAT64_SUBNET_IPV4_CIDR]}" = 10.0.1.0/24 ]
+  [ "${got[DETECTED_NAT64_SOURCE_IPV6_CIDRS]}" = 2600:1f18:4b2:aa00::/56,2600:1f18:77:c100::/56 ]
+  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_ENI_ID=i-0123456789abcdef0\nDETECTED_NAT64_POOL4_ADDRESS=detect\nDETECTED_NAT64_SUBNET_IPV4_CIDR=10.0.1.5/24\nDETECTED_NAT64_SOURCE_IPV6_CIDRS=detect\n'
   # shellcheck disable=SC2034 # filled through a nameref
   declare -A bad=()
   run env_read /opt/podmin/etc/detected.env schema_detected nat bad
   [ "$status" -ne 0 ]
   [[ $output == *"invalid value for DETECTED_NAT64_ENI_ID"* ]]
   [[ $output == *"invalid value for DETECTED_NAT64_POOL4_ADDRESS"* ]]
+  [[ $output == *"invalid value for DETECTED_NAT64_SUBNET_IPV4_CIDR"* ]]
+  [[ $output == *"invalid value for DETECTED_NAT64_SOURCE_IPV6_CIDRS"* ]]
   # A node's detected.env has no NAT64 keys.
   run env_read /opt/podmin/etc/detected.env schema_detected node bad
   [[ $output == *"unknown key DETECTED_NAT64_ENI_ID"* ]]
+  # The allowlist is never broader than a VPC block.
+  put /opt/podmin/etc/detected.env 'DETECTED_INSTANCE_ID=i-0123456789abcdef0\nDETECTED_AVAILABILITY_ZONE=us-east-1a\nDETECTED_IMDS_MODE=IPv4\nDETECTED_DEFAULT_INTERFACE=ens5\nDETECTED_NAT64_SOURCE_IPV6_CIDRS=::/0\n'
+  run env_read /opt/podmin/etc/detected.env schema_detected nat bad
+  [[ $output == *"invalid value for DETECTED_NAT64_SOURCE_IPV6_CIDRS"* ]]
 }
 
 @test "node rules: the sandbox image comes from the registry's mirror/" {

@@ -13,10 +13,14 @@
 # the stable NAT64 ENI named by its instance tag podmin:nat64-eni (instance metadata tags) as
 # device 1 (AttachNetworkInterface, retried while a previous instance still holds the ENI),
 # waits until the interface is there with the ENI's private IPv4 address and records that
-# address as the Jool pool4 address (DETECTED_NAT64_POOL4_ADDRESS).
+# address as the Jool pool4 address (DETECTED_NAT64_POOL4_ADDRESS) and the ENI's subnet
+# (DETECTED_NAT64_SUBNET_IPV4_CIDR: nat.sh routes through its first address, the VPC router).
+# When NAT64_SOURCE_IPV6_CIDRS is "detect", it records the VPC's IPv6 CIDR blocks (the boot
+# ENI's metadata) as the NAT64 source allowlist (DETECTED_NAT64_SOURCE_IPV6_CIDRS).
 #
 # Environment: POD_ENI_WAIT_SECONDS (node, default 300), NAT64_ENI_WAIT_SECONDS (nat, default
-# 900: a replaced instance may hold the ENI for a while), NAT64_POOL4_ADDRESS (nat).
+# 900: a replaced instance may hold the ENI for a while), NAT64_POOL4_ADDRESS and
+# NAT64_SOURCE_IPV6_CIDRS (nat, empty unless NAT64 is on).
 # Overrides (tests): PODMIN_NETNS (interfaces live in this named network namespace),
 # PODMIN_EC2_ENDPOINT (default https://ec2.<region>.api.aws, the dual-stack endpoint),
 # PODMIN_EC2_RETRY_SECONDS (pause between attach attempts, default 5).
@@ -104,7 +108,7 @@ mac_of_eni() {
 # attach_nat64_eni: attaches the stable NAT64 ENI (instance tag podmin:nat64-eni) as device 1
 # and records it, its interface and its private IPv4 address (the Jool pool4 address).
 attach_nat64_eni() {
-  local deadline=$((SECONDS + wait_seconds)) eni='' found='' mac dev iface ipv4='' out code
+  local deadline=$((SECONDS + wait_seconds)) eni='' found='' mac dev iface ipv4='' out code subnet
   local instance=${det[DETECTED_INSTANCE_ID]}
   while ! eni=$(imds_get meta-data/tags/instance/podmin:nat64-eni 2>/dev/null); do
     ((SECONDS < deadline)) ||
@@ -149,10 +153,42 @@ attach_nat64_eni() {
       die "the NAT64 ENI $eni (${iface:-no interface yet}) has no IPv4 address ${ipv4:-} after ${wait_seconds}s"
     sleep 1
   done
+  subnet=$(imds_get "meta-data/network/interfaces/macs/$mac/subnet-ipv4-cidr-block") ||
+    die "no IPv4 subnet of $eni in the metadata"
+  check_type ipv4_subnet "$subnet" || die "malformed IPv4 subnet of $eni: $subnet"
+  ipv4_in_cidr "$ipv4" "$subnet" || die "the address $ipv4 of $eni is not in its subnet $subnet"
   det[DETECTED_NAT64_ENI_ID]=$eni
   det[DETECTED_NAT64_INTERFACE]=$iface
   det[DETECTED_NAT64_POOL4_ADDRESS]=$ipv4
-  log "NAT64 ENI $eni is $iface with $ipv4 (the Jool pool4 address)"
+  det[DETECTED_NAT64_SUBNET_IPV4_CIDR]=$subnet
+  log "NAT64 ENI $eni is $iface with $ipv4 (the Jool pool4 address) in $subnet"
+}
+
+# detect_vpc_ipv6_cidrs: records the IPv6 CIDR blocks of the VPC (metadata of the boot ENI,
+# device 0) as the NAT64 source allowlist; each must be a VPC-sized block (/32 to /64).
+detect_vpc_ipv6_cidrs() {
+  local macs m='' boot='' blocks b out=''
+  macs=$(imds_get meta-data/network/interfaces/macs/) || die "no network interfaces in metadata"
+  while IFS= read -r m; do
+    m=${m%/}
+    [[ -n $m ]] || continue
+    [[ $m =~ ^[0-9a-f]{2}(:[0-9a-f]{2}){5}$ ]] || die "malformed MAC in metadata: $m"
+    if [[ $(imds_get "meta-data/network/interfaces/macs/$m/device-number") == 0 ]]; then
+      boot=$m
+      break
+    fi
+  done <<<"$macs"
+  [[ -n $boot ]] || die "no boot ENI (device 0) in the metadata"
+  blocks=$(imds_get "meta-data/network/interfaces/macs/$boot/vpc-ipv6-cidr-blocks" 2>/dev/null) ||
+    blocks=
+  while IFS= read -r b; do
+    [[ -n $b ]] || continue
+    check_type vpc_ipv6_cidr "$b" || die "malformed VPC IPv6 CIDR block in the metadata: $b"
+    [[ ,$out, == *,"$b",* ]] || out+=${out:+,}$b
+  done <<<"$blocks"
+  [[ -n $out ]] || die "NAT64_SOURCE_IPV6_CIDRS=detect, but the VPC has no IPv6 CIDR block"
+  det[DETECTED_NAT64_SOURCE_IPV6_CIDRS]=$out
+  log "NAT64 source allowlist: the VPC's IPv6 CIDR blocks $out"
 }
 
 declare -A det=()
@@ -229,6 +265,7 @@ else
   line=$(ipcmd -o -4 route show default | head -n 1) || line=
   [[ $line =~ \ dev\ ([^ ]+) ]] || die "no IPv4 default route: cannot detect the NAT interface"
   det[DETECTED_DEFAULT_INTERFACE]=${BASH_REMATCH[1]}
+  if [[ ${NAT64_SOURCE_IPV6_CIDRS:-} == detect ]]; then detect_vpc_ipv6_cidrs; fi
   if [[ ${NAT64_POOL4_ADDRESS:-} == detect ]]; then attach_nat64_eni; fi
 fi
 

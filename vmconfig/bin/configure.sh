@@ -99,9 +99,12 @@ configure() {
 
   if [[ ! -e $(r "$PODMIN_ETC/detected.env") ]]; then
     log "first run: bootstrap"
-    local pool4=''
-    [[ ${ud[NAT64_ENABLED]:-} == true ]] && pool4=${ud[NAT64_POOL4_ADDRESS]:-}
+    local pool4='' sources=''
+    if [[ ${ud[NAT64_ENABLED]:-} == true ]]; then
+      pool4=${ud[NAT64_POOL4_ADDRESS]:-} sources=${ud[NAT64_SOURCE_IPV6_CIDRS]:-}
+    fi
     POD_ENI_WAIT_SECONDS=${ud[POD_ENI_WAIT_SECONDS]:-300} NAT64_POOL4_ADDRESS=$pool4 \
+      NAT64_SOURCE_IPV6_CIDRS=$sources \
       "$here/bin/bootstrap.sh" "$kind" "${ud[PODMIN_REGION]}" || die "bootstrap failed"
   fi
   env_read "$PODMIN_ETC/detected.env" schema_detected "$kind" det || die "invalid detected.env"
@@ -166,18 +169,30 @@ configure() {
     # The CNI configuration is read for every Pod sandbox: no restart needed.
     emit - "$CNI_CONFLIST" root root 0644 < <(gen_cni_conflist "${cfg[DETECTED_POD_PREFIX]}")
   else
-    [[ -n ${cfg[NAT_METRICS_INTERFACE]:-} ]] || cfg[NAT_METRICS_INTERFACE]=${cfg[DETECTED_DEFAULT_INTERFACE]}
     nat_rules cfg || die "invalid NAT configuration"
+    # With the stable NAT64 ENI (pool4 detect), IPv4 leaves through it: its private address
+    # carries the EIP, the boot ENI has no public IPv4. "detect" sources: the VPC's IPv6 blocks.
+    local nat64_eni=false
+    [[ ${cfg[NAT64_ENABLED]} == true && ${cfg[NAT64_POOL4_ADDRESS]} == detect ]] && nat64_eni=true
+    cfg[NAT_WAN_INTERFACE]=${cfg[DETECTED_DEFAULT_INTERFACE]}
+    [[ $nat64_eni == true ]] && cfg[NAT_WAN_INTERFACE]=${cfg[DETECTED_NAT64_INTERFACE]}
+    [[ -n ${cfg[NAT_METRICS_INTERFACE]:-} ]] || cfg[NAT_METRICS_INTERFACE]=${cfg[NAT_WAN_INTERFACE]}
+    if [[ ${cfg[NAT64_SOURCE_IPV6_CIDRS]:-} == detect ]]; then
+      cfg[NAT64_SOURCE_IPV6_CIDRS]=${cfg[DETECTED_NAT64_SOURCE_IPV6_CIDRS]:-}
+    fi
     services=(podmin-nat)
-    local -a nat_env=("NAT_WAN_INTERFACE=${cfg[DETECTED_DEFAULT_INTERFACE]}"
+    local -a nat_env=("NAT_WAN_INTERFACE=${cfg[NAT_WAN_INTERFACE]}"
       "NAT_METRICS_INTERFACE=${cfg[NAT_METRICS_INTERFACE]}"
       "NAT_CONNTRACK_MAX=${cfg[NAT_CONNTRACK_MAX]}" "NAT64_ENABLED=${cfg[NAT64_ENABLED]}"
       "NAT64_PREFIX=${cfg[NAT64_PREFIX]}")
     if [[ ${cfg[NAT64_ENABLED]} == true ]]; then
       local pool4=${cfg[NAT64_POOL4_ADDRESS]} jool_version
-      if [[ $pool4 == detect ]]; then
+      if [[ $nat64_eni == true ]]; then
         pool4=${cfg[DETECTED_NAT64_POOL4_ADDRESS]}
-        nat_env+=("NAT64_INTERFACE=${cfg[DETECTED_NAT64_INTERFACE]}")
+        nat_env+=("NAT64_INTERFACE=${cfg[DETECTED_NAT64_INTERFACE]}"
+          "NAT64_IPV4_SUBNET=${cfg[DETECTED_NAT64_SUBNET_IPV4_CIDR]}"
+          "NAT64_IPV4_GATEWAY=$(ipv4_subnet_gateway "${cfg[DETECTED_NAT64_SUBNET_IPV4_CIDR]}")"
+          "NAT64_ROUTE_TABLE=$NAT64_ROUTE_TABLE")
       fi
       nat_env+=("NAT64_POOL4_ADDRESS=$pool4")
       if jool_version=$(dependency_version jool); then

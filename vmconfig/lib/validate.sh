@@ -56,14 +56,29 @@ ipv4_int() {
   printf '%d' $(((a << 24) | (b << 16) | (c << 8) | d))
 }
 
-# is_ipv4_cidr A.B.C.D/N: valid, no host bits set.
+# ipv4_of_int N: the dotted form of an integer address.
+ipv4_of_int() {
+  printf '%d.%d.%d.%d' $((($1 >> 24) & 255)) $((($1 >> 16) & 255)) $((($1 >> 8) & 255)) $(($1 & 255))
+}
+
+# is_ipv4_cidr A.B.C.D/N [MINLEN [MAXLEN]]: valid, no host bits set, MINLEN <= N <= MAXLEN.
 is_ipv4_cidr() {
   local addr=${1%/*} len=${1##*/}
   [[ $1 == */* ]] && is_ipv4 "$addr" && [[ $len =~ ^([0-9]|[12][0-9]|3[0-2])$ ]] || return 1
+  ((len >= ${2:-0} && len <= ${3:-32})) || return 1
   local host=$(((1 << (32 - len)) - 1))
   (($(ipv4_int "$addr") & host)) && return 1
   return 0
 }
+
+# ipv4_in_cidr A.B.C.D NET/N: the address lies inside the CIDR.
+ipv4_in_cidr() {
+  local mask=$(((0xffffffff << (32 - ${2##*/})) & 0xffffffff))
+  ((($(ipv4_int "$1") & mask) == $(ipv4_int "${2%/*}")))
+}
+
+# ipv4_subnet_gateway NET/N: the VPC router of an EC2 subnet, its first host address.
+ipv4_subnet_gateway() { ipv4_of_int $(($(ipv4_int "${1%/*}") + 1)); }
 
 # ipv6_hex ADDR: prints the 32 lower-case hex digits of an IPv6 address, or fails.
 ipv6_hex() {
@@ -169,10 +184,16 @@ check_type() {
   ipv4_or_detect) [[ $v == detect ]] || is_ipv4 "$v" ;;
   jool_source) [[ $v == archive || $v == debian ]] ;;
   ipv4_cidr) is_ipv4_cidr "$v" ;;
+  # An EC2 subnet: /16 to /28.
+  ipv4_subnet) is_ipv4_cidr "$v" 16 28 ;;
   ipv6) is_ipv6 "$v" ;;
   ipv6_cidr) is_ipv6_cidr "$v" ;;
   ipv6_cidr96) is_ipv6_cidr "$v" 96 96 ;;
   ipv6_prefix) is_ipv6_cidr "$v" 48 124 ;;
+  # A VPC's IPv6 block (EC2: /44 to /60; Amazon-provided /56), never broader than a /32.
+  vpc_ipv6_cidr) is_ipv6_cidr "$v" 32 64 ;;
+  # NAT64 sources: an explicit list, or exactly "detect" (the VPC's IPv6 blocks, read at boot).
+  ipv6_cidrs_or_detect) [[ $v == detect ]] || is_list ipv6_cidr "$v" ;;
   path) is_abs_path "$v" ;;
   uint:*:*)
     local lo hi
@@ -215,7 +236,7 @@ PODMIN_NODEGROUP dns_label optional -
 NAT_IPV4_SOURCE_CIDRS list:ipv4_cidr required -
 NAT_CONNTRACK_MAX uint:1024:67108864 optional 262144
 NAT64_ENABLED bool optional false
-NAT64_SOURCE_IPV6_CIDRS list:ipv6_cidr optional -
+NAT64_SOURCE_IPV6_CIDRS ipv6_cidrs_or_detect optional -
 NAT64_POOL4_ADDRESS ipv4_or_detect optional -
 NAT64_PREFIX ipv6_cidr96 optional 64:ff9b::/96
 NAT64_BLOCKED_IPV6_CIDRS list:ipv6_cidr optional -
@@ -247,6 +268,8 @@ DETECTED_DEFAULT_INTERFACE iface required -
 DETECTED_NAT64_ENI_ID eni_id optional -
 DETECTED_NAT64_INTERFACE iface optional -
 DETECTED_NAT64_POOL4_ADDRESS ipv4 optional -
+DETECTED_NAT64_SUBNET_IPV4_CIDR ipv4_subnet optional -
+DETECTED_NAT64_SOURCE_IPV6_CIDRS list:vpc_ipv6_cidr optional -
 S
     ;;
   esac
@@ -391,10 +414,21 @@ nat_rules() {
       log "NAT64_ENABLED=true requires NAT64_POOL4_ADDRESS"
       _ok=1
     }
-    # "detect": bootstrap attached the stable NAT64 ENI and recorded its private IPv4.
-    if [[ ${_n[NAT64_POOL4_ADDRESS]:-} == detect && (-z ${_n[DETECTED_NAT64_POOL4_ADDRESS]:-} ||
-      -z ${_n[DETECTED_NAT64_INTERFACE]:-} || -z ${_n[DETECTED_NAT64_ENI_ID]:-}) ]]; then
-      log "NAT64_POOL4_ADDRESS=detect requires DETECTED_NAT64_ENI_ID, DETECTED_NAT64_INTERFACE and DETECTED_NAT64_POOL4_ADDRESS"
+    # "detect": bootstrap attached the stable NAT64 ENI and recorded its private IPv4 and subnet.
+    if [[ ${_n[NAT64_POOL4_ADDRESS]:-} == detect ]]; then
+      if [[ -z ${_n[DETECTED_NAT64_POOL4_ADDRESS]:-} || -z ${_n[DETECTED_NAT64_INTERFACE]:-} ||
+        -z ${_n[DETECTED_NAT64_ENI_ID]:-} || -z ${_n[DETECTED_NAT64_SUBNET_IPV4_CIDR]:-} ]]; then
+        log "NAT64_POOL4_ADDRESS=detect requires DETECTED_NAT64_ENI_ID, DETECTED_NAT64_INTERFACE, DETECTED_NAT64_POOL4_ADDRESS and DETECTED_NAT64_SUBNET_IPV4_CIDR"
+        _ok=1
+      elif ! ipv4_in_cidr "${_n[DETECTED_NAT64_POOL4_ADDRESS]}" "${_n[DETECTED_NAT64_SUBNET_IPV4_CIDR]}" ||
+        [[ ${_n[DETECTED_NAT64_POOL4_ADDRESS]} == "$(ipv4_subnet_gateway "${_n[DETECTED_NAT64_SUBNET_IPV4_CIDR]}")" ]]; then
+        log "DETECTED_NAT64_POOL4_ADDRESS must be a host address of DETECTED_NAT64_SUBNET_IPV4_CIDR"
+        _ok=1
+      fi
+    fi
+    # "detect": bootstrap recorded the VPC's IPv6 CIDR blocks.
+    if [[ ${_n[NAT64_SOURCE_IPV6_CIDRS]:-} == detect && -z ${_n[DETECTED_NAT64_SOURCE_IPV6_CIDRS]:-} ]]; then
+      log "NAT64_SOURCE_IPV6_CIDRS=detect requires DETECTED_NAT64_SOURCE_IPV6_CIDRS"
       _ok=1
     fi
     if [[ ${_n[NAT64_PREFIX]} != 64:ff9b::/96 && -z ${_n[NAT64_BLOCKED_IPV6_CIDRS]:-} ]]; then
@@ -451,6 +485,9 @@ NAT64_ENABLED bool required -
 NAT64_PREFIX ipv6_cidr96 required -
 NAT64_POOL4_ADDRESS ipv4 optional -
 NAT64_INTERFACE iface optional -
+NAT64_IPV4_SUBNET ipv4_subnet optional -
+NAT64_IPV4_GATEWAY ipv4 optional -
+NAT64_ROUTE_TABLE uint:1:252 optional -
 NAT64_JOOL jool_source optional -
 NAT_RULESET path required -
 NAT_SYSCTL path required -
