@@ -30,7 +30,7 @@ const deployment = (name: string, secrets?: { key: string }[]) =>
     },
   });
 
-async function node(tmp: string, secretsDir = path.join(tmp, "secrets")) {
+function node(tmp: string, secretsDir = path.join(tmp, "secrets")) {
   const store = new FsStore({ root: path.join(tmp, "bucket"), durable: false });
   const loop = new DeploymentsLoop({
     store,
@@ -60,7 +60,7 @@ Deno.test("agent [moto SSM]: a broken values directory is reported, not fatal, a
     // The secrets root is a file: values cannot be written; the plain Deployment still converges.
     const blocked = path.join(tmp, "not-a-dir");
     await Deno.writeTextFile(blocked, "x");
-    const a = await node(tmp, blocked);
+    const a = node(tmp, blocked);
     await applyResources({
       store: a.store,
       resources: [deployment("web", [{ key: "token" }]), deployment("plain")],
@@ -71,13 +71,13 @@ Deno.test("agent [moto SSM]: a broken values directory is reported, not fatal, a
     await Deno.stat(path.join(a.manifests, "podmin_default_plain.json"));
 
     // A dangling ..data (generation deleted by hand) is treated as no generation and rewritten.
-    const b = await node(tmp);
+    const b = node(tmp);
     const ok = await b.loop.pass();
     assert.ok(ok.status.converged, ok.status.errors.join("\n"));
     const podDir = path.join(tmp, "secrets", "default_web");
     const gen = await Deno.readLink(path.join(podDir, "..data"));
     await Deno.remove(path.join(podDir, gen), { recursive: true });
-    const c = await node(tmp); // a restarted agent: refreshes at once
+    const c = node(tmp); // a restarted agent: refreshes at once
     const repaired = await c.loop.pass();
     assert.ok(repaired.status.converged, repaired.status.errors.join("\n"));
     assert.equal(await Deno.readTextFile(path.join(podDir, "token")), "t1");
@@ -89,7 +89,7 @@ Deno.test("agent [moto SSM]: a broken values directory is reported, not fatal, a
 Deno.test("agent: an index entry reusing another entry's (cached) spec digest is rejected", async () => {
   const tmp = await Deno.makeTempDir({ prefix: "podmin-agent-reuse-" });
   try {
-    const a = await node(tmp);
+    const a = node(tmp);
     await applyResources({ store: a.store, resources: [deployment("web")] });
     assert.ok((await a.loop.pass()).status.converged); // web's spec is now cached
     const index = parseDeploymentIndex((await getIfExists(a.store, DEPLOYMENT_INDEX))!.body);
