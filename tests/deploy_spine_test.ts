@@ -11,7 +11,7 @@ import { parseDeploymentIndex } from "../core/deployment_index.ts";
 import { getIfExists, type ObjectStore } from "../core/object_store.ts";
 import { openStore } from "../core/store_url.ts";
 import { moto } from "./harness/moto.ts";
-import { agent, podmin, spawnAgent, waitFor } from "./harness/programs.ts";
+import { agent, nodeAgentArgs, podmin, spawnAgent, waitFor } from "./harness/programs.ts";
 
 interface Cluster {
   url: string;
@@ -81,21 +81,7 @@ function node(tmp: string, name: string) {
   return {
     manifests: path.join(base, "manifests"),
     args: (c: Cluster, nodeGroup: string) => [
-      "run",
-      "--bucket",
-      c.url,
-      "--cluster",
-      "test",
-      "--nodegroup",
-      nodeGroup,
-      "--manifest-dir",
-      path.join(base, "manifests"),
-      "--secrets-dir",
-      path.join(base, "secrets"),
-      "--tls-dir",
-      path.join(base, "tls"),
-      "--state-dir",
-      path.join(base, "state"),
+      ...nodeAgentArgs({ bucket: c.url, nodeGroup, base }),
       "--registry-listen",
       "off",
     ],

@@ -10,7 +10,7 @@ import { renderHostsToml } from "../registry/containerd_hosts.ts";
 import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
 import { staticHello, writeOciLayout } from "./fixtures/oci_image.ts";
 import { freePort, moto } from "./harness/moto.ts";
-import { podmin, spawnAgent, waitFor } from "./harness/programs.ts";
+import { nodeAgentArgs, podmin, spawnAgent, waitFor } from "./harness/programs.ts";
 import { run, startRegistry } from "./harness/registry.ts";
 import { testWith } from "./harness/requirements.ts";
 
@@ -228,21 +228,7 @@ Deno.test("registry [filesystem]: the agent's run hosts the registry on --regist
   });
   await pushed(bucket, `oci:${tmp}/img:1`, "apps/hosted:1");
   const child = spawnAgent([
-    "run",
-    "--bucket",
-    bucket,
-    "--cluster",
-    "test",
-    "--nodegroup",
-    "workers",
-    "--manifest-dir",
-    `${tmp}/manifests`,
-    "--secrets-dir",
-    `${tmp}/secrets`,
-    "--tls-dir",
-    `${tmp}/tls`,
-    "--state-dir",
-    `${tmp}/state`,
+    ...nodeAgentArgs({ bucket, nodeGroup: "workers", base: tmp }),
     "--registry-listen",
     `127.0.0.1:${port}`,
   ]);

@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { VMCONFIG_ASSETS } from "../vmconfig/assets.ts";
-import { agent } from "./harness/programs.ts";
+import { agent, nodeStateDirArgs } from "./harness/programs.ts";
 
 Deno.test("vmconfig: podmin-agent.service's ExecStart runs one converging pass of the real agent", async () => {
   const unit = VMCONFIG_ASSETS["units/podmin-agent.service"];
@@ -32,12 +32,7 @@ Deno.test("vmconfig: podmin-agent.service's ExecStart runs one converging pass o
     const r = await agent([
       ...args,
       "--once",
-      "--secrets-dir",
-      `${tmp}/secrets`,
-      "--tls-dir",
-      `${tmp}/tls`,
-      "--state-dir",
-      `${tmp}/state`,
+      ...nodeStateDirArgs(tmp),
     ]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /converged: 0 deployment\(s\) for NodeGroup workers/);

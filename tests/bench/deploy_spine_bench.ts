@@ -20,7 +20,7 @@ import type { ObjectStore } from "../../core/object_store.ts";
 import { parseResource, type Resource } from "../../core/resources.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../harness/moto.ts";
-import { spawnAgent, waitFor } from "../harness/programs.ts";
+import { nodeAgentArgs, spawnAgent, waitFor } from "../harness/programs.ts";
 
 const POLL_MS = 250;
 
@@ -77,21 +77,7 @@ try {
   const store = new S3Store({ bucket, region: "us-east-1" });
   const dir = path.join(tmp, "lat");
   const agentArgs = (b: string, d: string, ms: number) => [
-    "run",
-    "--bucket",
-    `s3://${b}`,
-    "--cluster",
-    "bench",
-    "--nodegroup",
-    "workers",
-    "--manifest-dir",
-    path.join(d, "manifests"),
-    "--secrets-dir",
-    path.join(d, "secrets"),
-    "--tls-dir",
-    path.join(d, "tls"),
-    "--state-dir",
-    path.join(d, "state"),
+    ...nodeAgentArgs({ bucket: `s3://${b}`, nodeGroup: "workers", base: d }),
     "--interval",
     `${ms}ms`,
     "--registry-listen",

@@ -53,3 +53,31 @@ export async function waitFor(
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** `podmin-agent run` flags for a test node whose directories all live under `base`. */
+export function nodeAgentArgs(o: { bucket: string; nodeGroup: string; base: string }): string[] {
+  return [
+    "run",
+    "--bucket",
+    o.bucket,
+    "--cluster",
+    "test",
+    "--nodegroup",
+    o.nodeGroup,
+    "--manifest-dir",
+    `${o.base}/manifests`,
+    ...nodeStateDirArgs(o.base),
+  ];
+}
+
+/** The agent's tmpfs-side directories (values, certificates, status) under `base`. */
+export function nodeStateDirArgs(base: string): string[] {
+  return [
+    "--secrets-dir",
+    `${base}/secrets`,
+    "--tls-dir",
+    `${base}/tls`,
+    "--state-dir",
+    `${base}/state`,
+  ];
+}
