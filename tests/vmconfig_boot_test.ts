@@ -27,6 +27,7 @@ import {
   seedRoot,
   systemctlRecorder,
   tgz,
+  vethEni,
 } from "./vmconfig/fixture.ts";
 import { buildVmconfigArchive } from "../vmconfig/archive.ts";
 import {
@@ -166,23 +167,7 @@ testWith(
     try {
       // The node ENI is ready; the Pod ENI gets its address only later (as DHCPv6 would).
       for (const [dev, mac] of [["ens5", NODE_MAC], ["ens6", POD_MAC]]) {
-        // No dummy driver everywhere: a veth pair stands in for each ENI.
-        await must("ip", [
-          "-n",
-          ns.name,
-          "link",
-          "add",
-          dev,
-          "address",
-          mac,
-          "type",
-          "veth",
-          "peer",
-          "name",
-          `${dev}-peer`,
-        ]);
-        await must("ip", ["-n", ns.name, "link", "set", `${dev}-peer`, "up"]);
-        await must("ip", ["-n", ns.name, "link", "set", dev, "up"]);
+        await vethEni(ns.name, dev, { mac });
       }
       await must("ip", ["-n", ns.name, "addr", "add", `${NODE_IP}/64`, "dev", "ens5", "nodad"]);
       const late = setTimeout(async () => {
@@ -617,20 +602,7 @@ testWith(
       }],
     });
     try {
-      await must("ip", [
-        "-n",
-        ns.name,
-        "link",
-        "add",
-        "ens5",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "ens5-peer",
-      ]);
-      await must("ip", ["-n", ns.name, "link", "set", "ens5-peer", "up"]);
-      await must("ip", ["-n", ns.name, "link", "set", "ens5", "up"]);
+      await vethEni(ns.name, "ens5");
       await must("ip", ["-n", ns.name, "addr", "add", "10.99.0.10/24", "dev", "ens5"]);
       await must("ip", ["-n", ns.name, "route", "add", "default", "via", "10.99.0.1"]);
       const kver = (await must("uname", ["-r"])).trim();
@@ -766,43 +738,14 @@ testWith(
       attachInUse: 1,
       // Hot-plug: the interface shows up at once, its address (DHCP) a little later.
       onAttach: async (eni) => {
-        await must("ip", [
-          "-n",
-          ns.name,
-          "link",
-          "add",
-          "ens6",
-          "address",
-          eni.mac,
-          "type",
-          "veth",
-          "peer",
-          "name",
-          "ens6-peer",
-        ]);
-        await must("ip", ["-n", ns.name, "link", "set", "ens6-peer", "up"]);
+        await vethEni(ns.name, "ens6", { mac: eni.mac, up: false });
         await new Promise((r) => setTimeout(r, 800));
         await must("ip", ["-n", ns.name, "addr", "add", `${POOL4}/27`, "dev", "ens6"]);
         addressAt = Date.now();
       },
     });
     try {
-      await must("ip", [
-        "-n",
-        ns.name,
-        "link",
-        "add",
-        "ens5",
-        "address",
-        "02:00:5e:00:01:0a",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "ens5-peer",
-      ]);
-      await must("ip", ["-n", ns.name, "link", "set", "ens5-peer", "up"]);
-      await must("ip", ["-n", ns.name, "link", "set", "ens5", "up"]);
+      await vethEni(ns.name, "ens5", { mac: "02:00:5e:00:01:0a" });
       await must("ip", ["-n", ns.name, "addr", "add", "10.99.0.10/27", "dev", "ens5"]);
       await must("ip", ["-n", ns.name, "route", "add", "default", "via", "10.99.0.1"]);
       const kver = (await must("uname", ["-r"])).trim();
@@ -1107,19 +1050,7 @@ testWith(
     const dir = await Deno.makeTempDir({ prefix: "podmin-vmc-nat64-src-" });
     const ns = await netns(`podmin-vmc-src-${Deno.pid}`);
     try {
-      await must("ip", [
-        "-n",
-        ns.name,
-        "link",
-        "add",
-        "ens5",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "p5",
-      ]);
-      await must("ip", ["-n", ns.name, "link", "set", "ens5", "up"]);
+      await vethEni(ns.name, "ens5", { peerUp: false });
       await must("ip", ["-n", ns.name, "addr", "add", "10.99.0.10/27", "dev", "ens5"]);
       await must("ip", ["-n", ns.name, "route", "add", "default", "via", "10.99.0.1"]);
       const cases: Array<[string[], RegExp]> = [

@@ -149,3 +149,31 @@ export async function netns(name: string): Promise<{ name: string; close(): Prom
   await must("ip", ["-n", name, "link", "set", "lo", "up"]);
   return { name, close: async () => void await run("ip", ["netns", "del", name]) };
 }
+
+/**
+ * A veth pair standing in for an ENI inside namespace `ns` (the dummy driver is not available
+ * everywhere): `dev` with an optional MAC; `dev` and its peer `<dev>-peer` brought up unless
+ * told otherwise (a hot-plugged interface starts down).
+ */
+export async function vethEni(
+  ns: string,
+  dev: string,
+  options: { mac?: string; up?: boolean; peerUp?: boolean } = {},
+): Promise<void> {
+  const mac = options.mac ? ["address", options.mac] : [];
+  await must("ip", [
+    "-n",
+    ns,
+    "link",
+    "add",
+    dev,
+    ...mac,
+    "type",
+    "veth",
+    "peer",
+    "name",
+    `${dev}-peer`,
+  ]);
+  if (options.peerUp ?? true) await must("ip", ["-n", ns, "link", "set", `${dev}-peer`, "up"]);
+  if (options.up ?? true) await must("ip", ["-n", ns, "link", "set", dev, "up"]);
+}
