@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
-import { renderHostsToml } from "../registry/containerd_hosts.ts";
 import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
+import { runGenerator } from "../vmconfig/node_files.ts";
 import { staticHello, writeOciLayout } from "./fixtures/oci_image.ts";
 import { freePort, moto } from "./harness/moto.ts";
 import { nodeAgentArgs, podmin, spawnAgent, waitFor } from "./harness/programs.ts";
@@ -168,7 +168,11 @@ testWith("registry [moto]: containerd pulls apps/ through hosts.toml and runs th
     await Deno.mkdir(path.join(certsDir, REGISTRY_HOSTNAME), { recursive: true });
     await Deno.writeTextFile(
       path.join(certsDir, REGISTRY_HOSTNAME, "hosts.toml"),
-      renderHostsToml({ listen: registry.address }),
+      // The node's own generator (vmconfig) writes what containerd reads.
+      await runGenerator({
+        name: "gen_hosts_toml",
+        args: [REGISTRY_HOSTNAME, ...registry.address.split(":")],
+      }),
     );
     await Deno.writeTextFile(
       path.join(tmp, "config.toml"),

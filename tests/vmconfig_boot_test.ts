@@ -273,9 +273,10 @@ testWith(
             "staticPodPath: /etc/podmin/manifests",
             "  cpu: 200m\n  memory: 224Mi",
             "enforceNodeAllocatable:\n  - pods",
-            "  PodInfoAPI: true",
           ]
         ) assert.ok(kubelet.includes(s), s);
+        // The installed kubelet is 1.34.0: it knows no Pods API gate, so none is written.
+        assert.ok(!kubelet.includes("featureGates"), kubelet);
         const hosts = await Deno.readTextFile(
           `${root}/etc/containerd/certs.d/registry.podmin.internal/hosts.toml`,
         );

@@ -302,20 +302,25 @@ Deno.test('vmconfig: NAT64 sources ["detect"]: the VPC\'s IPv6 blocks, read at b
 
 Deno.test("vmconfig: the generated kubelet config is the standalone contract", async () => {
   const lib = new URL("./lib/", import.meta.url).pathname;
-  const out = await new Deno.Command("bash", {
-    args: [
-      "-c",
-      `source ${lib}common.sh; source ${lib}validate.sh; source ${lib}generate.sh; gen_kubelet_config`,
-    ],
-    stdout: "piped",
-  }).output();
-  assert.ok(out.success);
-  const cfg = parseYaml(new TextDecoder().decode(out.stdout));
+  const kubeletConfig = async (version: string) => {
+    const out = await new Deno.Command("bash", {
+      args: [
+        "-c",
+        `source ${lib}common.sh; source ${lib}validate.sh; source ${lib}generate.sh; gen_kubelet_config ${version}`,
+      ],
+      stdout: "piped",
+    }).output();
+    assert.ok(out.success, version);
+    return parseYaml(new TextDecoder().decode(out.stdout));
+  };
+  const cfg = await kubeletConfig("1.37.2");
   assert.equal(cfg.kind, "KubeletConfiguration");
   assert.equal(cfg.staticPodPath, "/etc/podmin/manifests");
   assert.deepEqual(cfg.systemReserved, { cpu: "200m", memory: "224Mi" });
   assert.deepEqual(cfg.enforceNodeAllocatable, ["pods"]);
-  assert.deepEqual(cfg.featureGates, { PodInfoAPI: true });
+  assert.equal(cfg.featureGates, undefined, "1.37 has the Pods API on by default");
   assert.equal(cfg.authentication.anonymous.enabled, false);
   assert.equal(cfg.containerRuntimeEndpoint, "unix:///run/containerd/containerd.sock");
+  assert.deepEqual((await kubeletConfig("1.36.3")).featureGates, { PodsAPI: true });
+  assert.equal((await kubeletConfig("1.35.1")).featureGates, undefined);
 });

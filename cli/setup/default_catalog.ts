@@ -1,11 +1,21 @@
 /**
  * The embedded default catalogue of pinned upstream node dependencies.
  *
- * Digests come from public pins (kubespray's checksums.yml) and, except where
- * noted, agree with a second independent pin (kops asset data). No public
- * source states byte sizes, so `size` is absent: setup records the size of
- * the verified download in dependencies/manifest.json. Operators pin other
- * versions with `podmin setup --dependency-catalog FILE` (same JSON shape).
+ * Digests come from public pins (kubespray's checksums.yml). runc, the CNI
+ * plugins and crictl amd64 also agree with a second independent pin (kops
+ * asset data); containerd 2.1.5, kubelet 1.35.1 and crictl arm64 have
+ * kubespray as their only reachable public source. No public source states byte sizes, so `size` is
+ * absent: setup records the size of the verified download in
+ * dependencies/manifest.json. Operators pin other versions with
+ * `podmin setup --dependency-catalog FILE` (same JSON shape).
+ *
+ * Versions: containerd 2.1.5 is the 2.1 release measured with Podmin's
+ * generated configuration on a real node (CRI pulls through hosts.toml).
+ * kubelet 1.35.1 is the newest kubelet whose release sha256 could be obtained
+ * from a public source; the kubelet's local Pods API needs 1.36 (gate
+ * PodsAPI, which vmconfig turns on) or 1.37 (on by default): pin 1.37.x with
+ * --dependency-catalog. vmconfig derives the kubelet's feature gates from the
+ * installed version, so any of them starts.
  *
  * The AWS SSM Agent is not pinned here: no public source pins a digest for a
  * specific version (see docs/spec.md, "Dependencies").
@@ -18,19 +28,19 @@ export const DEFAULT_CATALOG: Catalog = {
   dependencies: [
     {
       name: "containerd",
-      version: "2.1.6",
+      version: "2.1.5",
       arch: "amd64",
       url:
-        "https://github.com/containerd/containerd/releases/download/v2.1.6/containerd-2.1.6-linux-amd64.tar.gz",
-      sha256: "4793dc5c1f34ebf8402990d0050f3c294aa3c794cd5a4baa403c1cf10602326d",
+        "https://github.com/containerd/containerd/releases/download/v2.1.5/containerd-2.1.5-linux-amd64.tar.gz",
+      sha256: "403af72d9f956ed8a5ad5b0ac0f1e8e371a1488f2b9edf9b4ba13db0653936ea",
     },
     {
       name: "containerd",
-      version: "2.1.6",
+      version: "2.1.5",
       arch: "arm64",
       url:
-        "https://github.com/containerd/containerd/releases/download/v2.1.6/containerd-2.1.6-linux-arm64.tar.gz",
-      sha256: "88d6e32348c36628c8500a630c6dd4b3cb8c680b1d18dc8d1d19041f67757c6e",
+        "https://github.com/containerd/containerd/releases/download/v2.1.5/containerd-2.1.5-linux-arm64.tar.gz",
+      sha256: "fe81122c0cc8222470fa3be51f42fa918ac29ffd956ccd2fc408c1997babd2ca",
     },
     {
       name: "runc",
@@ -48,17 +58,17 @@ export const DEFAULT_CATALOG: Catalog = {
     },
     {
       name: "kubelet",
-      version: "1.34.3",
+      version: "1.35.1",
       arch: "amd64",
-      url: "https://dl.k8s.io/release/v1.34.3/bin/linux/amd64/kubelet",
-      sha256: "0e759f40bbc717c05227ae3994b77786f58f59ffa0137a34958c6b26fa5bcbbd",
+      url: "https://dl.k8s.io/release/v1.35.1/bin/linux/amd64/kubelet",
+      sha256: "e7343310e03ff0d424df4397bdfa4468947d6d1f0f93dac586c1e8d6e4086d5d",
     },
     {
       name: "kubelet",
-      version: "1.34.3",
+      version: "1.35.1",
       arch: "arm64",
-      url: "https://dl.k8s.io/release/v1.34.3/bin/linux/arm64/kubelet",
-      sha256: "765b740e3ad9c590852652a2623424ec60e2dddce2c6280d7f042f56c8c98619",
+      url: "https://dl.k8s.io/release/v1.35.1/bin/linux/arm64/kubelet",
+      sha256: "73475c6db8fd8a9780b1b378fa2f917875e6146166c24603c1abc6eafd4493a8",
     },
     {
       name: "cni-plugins",

@@ -37,11 +37,11 @@ toml() {
   [ "$(toml "$BATS_TEST_TMPDIR/c.toml" 'd["plugins"]["io.containerd.cri.v1.runtime"]["cni"]["bin_dir"]')" = /opt/cni/bin ]
 }
 
-@test "containerd 2.1 pulls through hosts.toml: use_local_image_pull = true, pinned sandbox" {
-  gen_containerd_config 2.1.4 "$SANDBOX" 998 >"$BATS_TEST_TMPDIR/c.toml"
+@test "containerd 2.1 pulls through hosts.toml (no use_local_image_pull), pinned sandbox" {
+  gen_containerd_config 2.1.5 "$SANDBOX" 998 >"$BATS_TEST_TMPDIR/c.toml"
   f=$BATS_TEST_TMPDIR/c.toml
   [ "$(toml "$f" 'd["version"]')" = 3 ]
-  [ "$(toml "$f" 'd["plugins"]["io.containerd.cri.v1.images"]["use_local_image_pull"]')" = True ]
+  [ "$(toml "$f" '"use_local_image_pull" in d["plugins"]["io.containerd.cri.v1.images"]')" = False ]
   [ "$(toml "$f" 'd["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"]')" = "$SANDBOX" ]
   [ "$(toml "$f" 'd["plugins"]["io.containerd.cri.v1.images"]["registry"]["config_path"]')" = /etc/containerd/certs.d ]
   [ "$(toml "$f" 'd["plugins"]["io.containerd.cri.v1.runtime"]["cni"]["bin_dirs"]')" = "['/opt/cni/bin']" ]
@@ -69,13 +69,37 @@ toml() {
   [[ $output == *"image-endpoint: unix:///run/containerd/containerd.sock"* ]]
 }
 
-@test "kubelet config: standalone, static Pods, 200m/224Mi reserved, allocatable enforced, PodInfoAPI" {
-  run gen_kubelet_config
+@test "kubelet config: standalone, static Pods, 200m/224Mi reserved, allocatable enforced" {
+  run gen_kubelet_config 1.37.2
+  [ "$status" -eq 0 ]
   [[ $output == *"staticPodPath: /etc/podmin/manifests"* ]]
   [[ $output == *$'systemReserved:\n  cpu: 200m\n  memory: 224Mi'* ]]
   [[ $output == *$'enforceNodeAllocatable:\n  - pods'* ]]
-  [[ $output == *$'featureGates:\n  PodInfoAPI: true'* ]]
   [[ $output != *kubeconfig* && $output != *server:* ]]
+}
+
+@test "kubelet feature gates follow the kubelet version: PodsAPI only where it is a known, off gate" {
+  # 1.34 and 1.35 do not know PodsAPI (an unknown gate makes kubelet panic): no gates at all.
+  for v in 1.34.3 v1.35.1; do
+    run gen_kubelet_config "$v"
+    [ "$status" -eq 0 ]
+    [[ $output != *featureGates* && $output != *PodsAPI* && $output != *PodInfoAPI* ]]
+  done
+  # 1.36: alpha and off by default, so Podmin turns it on.
+  run gen_kubelet_config 1.36.3
+  [[ $output == *$'featureGates:\n  PodsAPI: true'* ]]
+  # 1.37 and later: beta and on by default; nothing to write.
+  for v in 1.37.2 1.38.0 2.0.0; do
+    run gen_kubelet_config "$v"
+    [[ $output != *featureGates* ]]
+  done
+}
+
+@test "kubelet config refuses a version it cannot derive gates for" {
+  run gen_kubelet_config latest
+  [ "$status" -ne 0 ]
+  run gen_kubelet_config 1.29.9
+  [ "$status" -ne 0 ]
 }
 
 @test "CNI conflist: ptp + host-local over the delegated prefix, accepted by the real plugins" {

@@ -137,8 +137,10 @@ configure() {
 
   if [[ $kind == node ]]; then
     node_rules cfg || die "invalid node configuration"
-    local containerd_version gid
+    local containerd_version kubelet_version gid
     containerd_version=$(dependency_version containerd) || die "containerd is not installed"
+    kubelet_version=$(dependency_version kubelet) || die "kubelet is not installed"
+    version_at_least "$kubelet_version" 1 30 || die "unsupported kubelet $kubelet_version"
     version_at_least "$containerd_version" 1 6 || die "unsupported containerd $containerd_version"
     gid=$(id_of group "$PODMIN_GROUP") || die "group $PODMIN_GROUP is missing"
     services=(podmin-pod-network containerd kubelet podmin-agent)
@@ -165,7 +167,7 @@ configure() {
     # containerd reads hosts.toml on every pull: no restart needed.
     emit - "/etc/containerd/certs.d/${cfg[REGISTRY_HOSTNAME]}/hosts.toml" root root 0644 < <(gen_hosts_toml "${cfg[REGISTRY_HOSTNAME]}" "${cfg[LOCAL_REGISTRY_HOST]}" "${cfg[LOCAL_REGISTRY_PORT]}")
     emit - /etc/crictl.yaml root root 0644 < <(gen_crictl_yaml)
-    emit kubelet "$KUBELET_CONFIG" root root 0644 < <(gen_kubelet_config)
+    emit kubelet "$KUBELET_CONFIG" root root 0644 < <(gen_kubelet_config "$kubelet_version")
     # The CNI configuration is read for every Pod sandbox: no restart needed.
     emit - "$CNI_CONFLIST" root root 0644 < <(gen_cni_conflist "${cfg[DETECTED_POD_PREFIX]}")
   else
