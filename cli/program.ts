@@ -4,6 +4,7 @@ import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
 import { deployCommands } from "./deploy_commands.ts";
 import { imageCommands } from "./image_commands.ts";
+import { localCommands } from "./local/local_command.ts";
 import { setupCommands } from "./setup/setup_command.ts";
 import { teardownCommands } from "./setup/teardown_commands.ts";
 
@@ -28,6 +29,7 @@ export function programOf(): Program {
       ...imageCommands,
       ...setupCommands(),
       ...teardownCommands(),
+      ...localCommands,
       version,
     ],
   };

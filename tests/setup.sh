@@ -24,6 +24,7 @@ declare -A debs=(
   [bpftool]=bpftool
   [ethtool]=ethtool
   [/usr/lib/cni/ptp]=containernetworking-plugins
+  [qemu-aarch64-static]=qemu-user-static
 )
 for tool in "${!debs[@]}"; do have "$tool" || missing+=("${debs[$tool]}"); done
 # Libraries without an executable to look for.
@@ -72,3 +73,11 @@ for tool in "${!gotools[@]}"; do
   mv "$build/$binary" "$PODMIN_TEST_BIN/$tool"
   rm -rf "$build"
 done
+
+# The real node's peers (kubelet, containerd 2.1, crictl, the Pods API client), built from the Go
+# module proxy and cached by version under $PODMIN_TEST_BIN/node (a warm run builds nothing).
+if have go; then
+  PODMIN_TEST_BIN=$PODMIN_TEST_BIN bash "$(dirname "${BASH_SOURCE[0]}")/peers/build_node_peers.sh" all
+else
+  echo "setup: go is missing; cannot build the node peers" >&2
+fi

@@ -67,3 +67,45 @@ export async function run(
   }
   return dec.decode(out.stdout);
 }
+
+/** A running CNCF distribution registry (plain HTTP on loopback, filesystem storage). */
+export interface DistributionRegistry {
+  port: number;
+  stop(): Promise<void>;
+}
+
+/** Starts `distribution-registry` (built by tests/setup.sh) without authentication. */
+export async function startDistributionRegistry(): Promise<DistributionRegistry> {
+  const dir = await Deno.makeTempDir({ prefix: "podmin-distribution-" });
+  const port = await freePort();
+  await Deno.writeTextFile(
+    `${dir}/config.yml`,
+    `version: 0.1
+log: {level: error}
+storage: {filesystem: {rootdirectory: ${dir}/storage}}
+http: {addr: 127.0.0.1:${port}}
+`,
+  );
+  const child = new Deno.Command("distribution-registry", {
+    args: ["serve", `${dir}/config.yml`],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  await waitFor("the distribution registry", async () => {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/v2/`);
+      await res.body?.cancel();
+      return res.ok;
+    } catch {
+      return false;
+    }
+  });
+  return {
+    port,
+    async stop() {
+      child.kill("SIGTERM");
+      await child.status;
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+}

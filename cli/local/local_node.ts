@@ -1,0 +1,543 @@
+/**
+ * `podmin local`: a real single-node Podmin cluster on this Linux host.
+ *
+ * Input: a bucket (the filesystem store under the state directory by default),
+ * node programs (`--bin-dir` or the pinned catalogue), this host's facts.
+ * Effect: a node directory under the state directory holding the files
+ * vmconfig's generators render for a cloud node (plus the printed host
+ * overrides), a persistent mount namespace that shows them at their real
+ * paths, and three daemons in it — containerd, podmin-agent (manifests and the
+ * loopback registry) and a standalone kubelet — on the host's network.
+ * `state.json` records everything `up` made, written before each step, so
+ * `down` (or an `up` after a crash) removes exactly that: daemons by PID and
+ * command line, Pods (CNI releases their addresses and routes), processes left
+ * in the namespace, mounts, created mount points, cgroups kubelet created.
+ */
+
+import * as path from "node:path";
+import { parseImageRepository } from "../../core/bucket_layout.ts";
+import { imageTagKey } from "../../core/bucket_layout.ts";
+import { PodminError } from "../../core/errors.ts";
+import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { openStore } from "../../core/store_url.ts";
+import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";
+import { openImageSource } from "../../registry/image_source.ts";
+import { writeImage } from "../../registry/image_writer.ts";
+import {
+  mirroredImageRef,
+  mirrorPathOf,
+  parseUpstreamRef,
+  UpstreamSource,
+} from "../../registry/upstream.ts";
+import { renderNodeFiles } from "../../vmconfig/node_files.ts";
+import {
+  applyHostOverrides,
+  type HostFacts,
+  type Override,
+  readHostFacts,
+} from "./host_overrides.ts";
+import type { NodeBinaries } from "./node_binaries.ts";
+import {
+  createMountPoints,
+  createNamespace,
+  namespaceId,
+  type NodeBind,
+  processesIn,
+  removeMountPoints,
+  unmountIfMounted,
+} from "./node_namespace.ts";
+import {
+  type DaemonRecord,
+  isRunning,
+  startDaemon,
+  stopDaemon,
+  waitUntil,
+} from "./node_processes.ts";
+import { writePauseImageLayout } from "./pause_image.ts";
+
+/** Defaults of a local node. */
+export const LOCAL_DEFAULTS = {
+  stateDir: "/var/lib/podmin-local",
+  cluster: "local",
+  nodeGroup: "default",
+  /** A unique-local /80 standing in for the Pod ENI's delegated prefix. */
+  podPrefix: "fd00:706d:6e::/80",
+  registryPort: 5000,
+  sandboxImage: "registry.k8s.io/pause:3.10",
+  nodeName: "podmin-local",
+} as const;
+
+/** The daemons, in start order. */
+export const DAEMONS = ["containerd", "podmin-agent", "kubelet"] as const;
+type DaemonName = typeof DAEMONS[number];
+
+/** What `up` made, as recorded in `<state-dir>/state.json`. */
+export interface LocalState {
+  apiVersion: "podmin.dev/v1";
+  kind: "LocalNode";
+  bucket: string;
+  registryPort: number;
+  podPrefix: string;
+  containerdVersion?: string;
+  kubeletVersion?: string;
+  /** Mount points created on the host (outermost first). */
+  createdPaths: string[];
+  /** Mounts made in the host's namespace (namespace directory, tmpfs). */
+  hostMounts: string[];
+  /** The node's mount namespace file, once created. */
+  mountNs?: string;
+  daemons: Partial<Record<DaemonName, DaemonRecord>>;
+  /** cgroup directories kubelet's Pods live under that did not exist before `up`. */
+  newCgroups: string[];
+  overrides: Override[];
+}
+
+/** The node directory layout under the state directory. */
+export function nodePaths(stateDir: string) {
+  const root = path.join(stateDir, "node");
+  return {
+    root,
+    state: path.join(stateDir, "state.json"),
+    nsDir: path.join(stateDir, "ns"),
+    logs: path.join(stateDir, "logs"),
+    bin: path.join(root, "usr/local/bin"),
+    defaultBucket: `file://${path.join(stateDir, "bucket")}`,
+    agentState: path.join(root, "run/podmin/agent"),
+    runPodmin: path.join(root, "run/podmin"),
+  };
+}
+
+/** Real paths the node's files live at, each backed by a directory under the node root. */
+function nodeBinds(root: string): NodeBind[] {
+  const dirs = [
+    "/etc/containerd",
+    "/etc/podmin",
+    "/etc/cni/net.d",
+    "/opt/cni/bin",
+    "/usr/local/sbin",
+    "/var/lib/containerd",
+    "/var/lib/kubelet",
+    "/var/lib/cni",
+    "/var/log/pods",
+    "/var/log/containers",
+    "/run/containerd",
+    "/run/podmin",
+    "/run/netns",
+  ];
+  return [
+    ...dirs.map((d) => ({ source: path.join(root, d), target: d })),
+    { source: path.join(root, "etc/crictl.yaml"), target: "/etc/crictl.yaml", file: true },
+  ];
+}
+
+/** A local node operation failed; the message says which step and why. */
+export class LocalNodeError extends PodminError {}
+
+/** Reads the state file; undefined when there is none. */
+export async function readState(stateDir: string): Promise<LocalState | undefined> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(nodePaths(stateDir).state);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw err;
+  }
+  const s = JSON.parse(text) as LocalState;
+  if (s?.kind !== "LocalNode" || !Array.isArray(s.createdPaths) || !s.daemons) {
+    throw new LocalNodeError(`${nodePaths(stateDir).state} is not a local node state file`, {
+      hint: "remove it by hand if no local node is running",
+    });
+  }
+  return s;
+}
+
+async function writeState(stateDir: string, s: LocalState): Promise<void> {
+  const p = nodePaths(stateDir).state;
+  const tmp = `${p}.tmp`;
+  await Deno.writeTextFile(tmp, JSON.stringify(s, null, 2) + "\n");
+  const f = await Deno.open(tmp, { read: true });
+  await f.sync();
+  f.close();
+  await Deno.rename(tmp, p);
+}
+
+/** Options of `localUp`. */
+export interface LocalUpOptions {
+  stateDir: string;
+  bucket?: string;
+  binaries: NodeBinaries;
+  /** argv that runs podmin-agent (its subcommand and flags are appended). */
+  agentCommand: string[];
+  cluster: string;
+  nodeGroup: string;
+  podPrefix: string;
+  registryPort: number;
+  sandboxImage: string;
+  /** The agent's index poll and value refresh intervals (agent defaults when absent). */
+  interval?: string;
+  secretsInterval?: string;
+  /** Override the detected host facts (tests). */
+  host?: HostFacts;
+  log: (line: string) => void;
+  timeoutMs?: number;
+}
+
+/** The status of every daemon of a recorded node. */
+export async function daemonsRunning(s: LocalState): Promise<Record<DaemonName, boolean>> {
+  const out = {} as Record<DaemonName, boolean>;
+  for (const d of DAEMONS) out[d] = s.daemons[d] ? await isRunning(s.daemons[d]!) : false;
+  return out;
+}
+
+/** Brings the local node up; idempotent while it runs, recovering after a crash. */
+export async function localUp(o: LocalUpOptions): Promise<LocalState> {
+  if (Deno.build.os !== "linux") throw new LocalNodeError("podmin local needs Linux");
+  if (Deno.uid() !== 0) {
+    throw new LocalNodeError("podmin local needs root", { hint: "run it with sudo" });
+  }
+  const p = nodePaths(o.stateDir);
+  const previous = await readState(o.stateDir);
+  if (previous) {
+    const running = await daemonsRunning(previous);
+    if (Object.values(running).every(Boolean)) {
+      o.log(`local node already up (state ${p.state})`);
+      return previous;
+    }
+    const down = DAEMONS.filter((d) => !running[d]);
+    if (previous.mountNs && await namespaceId(previous.mountNs)) {
+      // The node's files and namespace are intact: restart only what is down.
+      o.log(`local node partly down (${down.join(", ")}): restarting ${down.join(", ")}`);
+      await startDaemons({ ...o, state: previous, bucket: previous.bucket });
+      return previous;
+    }
+    o.log(`a previous local node lost its namespace (${down.join(", ")} down): removing it first`);
+    await localDown({ stateDir: o.stateDir, log: o.log });
+  }
+
+  const bucket = o.bucket ?? p.defaultBucket;
+  const state: LocalState = {
+    apiVersion: "podmin.dev/v1",
+    kind: "LocalNode",
+    bucket,
+    registryPort: o.registryPort,
+    podPrefix: o.podPrefix,
+    containerdVersion: o.binaries.containerdVersion,
+    kubeletVersion: o.binaries.kubeletVersion,
+    createdPaths: [],
+    hostMounts: [],
+    daemons: {},
+    newCgroups: [],
+    overrides: [],
+  };
+  await Deno.mkdir(p.logs, { recursive: true });
+  await writeState(o.stateDir, state);
+  if (bucket.startsWith("file://")) {
+    await Deno.mkdir(decodeURIComponent(bucket.slice("file://".length)), { recursive: true });
+  }
+  const store = openStore(bucket);
+
+  // 1. Files: the programs, then every node file from vmconfig's generators, then overrides.
+  o.log(
+    `node programs: containerd ${o.binaries.containerdVersion}, kubelet ${o.binaries.kubeletVersion}`,
+  );
+  await installPrograms(p.root, o.binaries);
+  const sandboxRef = parseUpstreamRef(o.sandboxImage);
+  const files = await renderNodeFiles({
+    containerdVersion: o.binaries.containerdVersion,
+    kubeletVersion: o.binaries.kubeletVersion,
+    sandboxImage: mirroredImageRef(sandboxRef, REGISTRY_HOSTNAME),
+    socketGid: 0,
+    registryHostname: REGISTRY_HOSTNAME,
+    registryHost: "127.0.0.1",
+    registryPort: o.registryPort,
+    podPrefix: o.podPrefix,
+  });
+  state.overrides = applyHostOverrides(files, o.host ?? await readHostFacts());
+  for (const ov of state.overrides) {
+    o.log(`override for this host: ${ov.file}: ${ov.change} (${ov.reason})`);
+  }
+  for (const [real, content] of Object.entries(files)) {
+    const at = path.join(p.root, real);
+    await Deno.mkdir(path.dirname(at), { recursive: true });
+    await Deno.writeTextFile(at, content);
+  }
+  await Deno.mkdir(path.join(p.root, "etc/podmin/manifests"), { recursive: true });
+
+  // 2. The private view: mount points (recorded first), tmpfs for values, the namespace.
+  const binds = nodeBinds(p.root);
+  state.createdPaths = await createMountPoints(binds);
+  await writeState(o.stateDir, state);
+  await Deno.mkdir(p.runPodmin, { recursive: true });
+  await mount(["-t", "tmpfs", "-o", "mode=0755,size=64m", "tmpfs", p.runPodmin]);
+  state.hostMounts.push(p.runPodmin);
+  state.hostMounts.unshift(p.nsDir);
+  await writeState(o.stateDir, state);
+  state.mountNs = await createNamespace({ nsDir: p.nsDir, binds });
+  state.hostMounts.push(state.mountNs);
+  await writeState(o.stateDir, state);
+
+  // 3. The sandbox image in the bucket: mirrored when reachable, else built here.
+  await ensureSandboxImage({ store, ref: o.sandboxImage, log: o.log });
+
+  // 4. The daemons, each waited for.
+  await startDaemons({ ...o, state, bucket });
+  o.log(`local node up: bucket ${bucket}, Pods from ${o.podPrefix}`);
+  return state;
+}
+
+/** Starts the daemons of the node that are not running, in order, each waited for. */
+async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: string }) {
+  const { state } = o;
+  const p = nodePaths(o.stateDir);
+  const timeoutMs = o.timeoutMs ?? 60_000;
+  const env = { PATH: `${p.bin}:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin` };
+  const specs: Record<DaemonName, { argv: string[]; ready: () => Promise<boolean> }> = {
+    containerd: {
+      argv: [path.join(p.bin, "containerd"), "--config", "/etc/containerd/config.toml"],
+      ready: () => exists(path.join(p.root, "run/containerd/containerd.sock")),
+    },
+    "podmin-agent": {
+      argv: [
+        ...o.agentCommand,
+        "run",
+        `--bucket=${o.bucket}`,
+        `--cluster=${o.cluster}`,
+        `--nodegroup=${o.nodeGroup}`,
+        `--ipv6-prefix=${state.podPrefix}`,
+        "--manifest-dir=/etc/podmin/manifests",
+        "--secrets-dir=/run/podmin/secrets",
+        "--tls-dir=/run/podmin/tls",
+        "--state-dir=/run/podmin/agent",
+        `--registry-listen=127.0.0.1:${state.registryPort}`,
+        `--interval=${o.interval ?? "2s"}`,
+        `--secrets-interval=${o.secretsInterval ?? "60s"}`,
+      ],
+      ready: () => httpOk(`http://127.0.0.1:${state.registryPort}/v2/`),
+    },
+    kubelet: {
+      argv: [
+        path.join(p.bin, "kubelet"),
+        "--config=/etc/podmin/kubelet/config.yaml",
+        `--hostname-override=${LOCAL_DEFAULTS.nodeName}`,
+        "--v=2",
+      ],
+      ready: () => httpOk("http://127.0.0.1:10248/healthz"),
+    },
+  };
+  for (const name of DAEMONS) {
+    if (state.daemons[name] && await isRunning(state.daemons[name]!)) continue;
+    if (name === "kubelet" && !state.daemons.kubelet) {
+      state.newCgroups = await missingCgroups();
+    }
+    o.log(`starting ${name}`);
+    const daemon = await startDaemon({
+      mountNs: state.mountNs!,
+      argv: specs[name].argv,
+      log: path.join(p.logs, `${name}.log`),
+      // Only the agent needs the caller's environment (AWS credentials, endpoint).
+      env: name === "podmin-agent" ? { ...Deno.env.toObject(), ...env } : env,
+    });
+    state.daemons[name] = daemon;
+    await writeState(o.stateDir, state);
+    await waitUntil({ daemon, name, ready: specs[name].ready, timeoutMs, log: o.log });
+  }
+}
+
+/** Copies the programs to where the generated files and the daemons expect them. */
+async function installPrograms(root: string, b: NodeBinaries): Promise<void> {
+  const put = async (from: string, dir: string, name = path.basename(from)) => {
+    await Deno.mkdir(path.join(root, dir), { recursive: true });
+    const to = path.join(root, dir, name);
+    await Deno.remove(to).catch(() => {});
+    await Deno.copyFile(from, to);
+    await Deno.chmod(to, 0o755);
+  };
+  for (const f of [b.containerd, b.shim, b.kubelet, b.crictl, ...(b.ctr ? [b.ctr] : [])]) {
+    await put(f, "usr/local/bin");
+  }
+  await put(b.runc, "usr/local/sbin", "runc");
+  for (const plugin of ["ptp", "host-local", "loopback"]) {
+    await put(path.join(b.cniDir, plugin), "opt/cni/bin");
+  }
+}
+
+async function mount(args: string[]): Promise<void> {
+  const out = await new Deno.Command("mount", { args, stderr: "piped" }).output();
+  if (!out.success) {
+    throw new LocalNodeError(`mount ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
+  }
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await Deno.lstat(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function httpOk(url: string): Promise<boolean> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+  await res.body?.cancel();
+  return res.ok;
+}
+
+/** Options of `ensureSandboxImage`. */
+export interface SandboxImageOptions {
+  store: ObjectStore;
+  /** Upstream reference, e.g. registry.k8s.io/pause:3.10. */
+  ref: string;
+  log: (line: string) => void;
+  /** Skip the upstream attempt (tests, offline hosts). */
+  offline?: boolean;
+}
+
+/** Makes sure the bucket holds the sandbox image at its mirror path. */
+export async function ensureSandboxImage(
+  o: SandboxImageOptions,
+): Promise<"present" | "mirrored" | "built"> {
+  const ref = parseUpstreamRef(o.ref);
+  if (!ref.tag) throw new LocalNodeError(`the sandbox image needs a tag: ${o.ref}`);
+  const repo = parseImageRepository(mirrorPathOf(ref));
+  if (await getIfExists(o.store, imageTagKey(repo, ref.tag))) {
+    o.log(`sandbox image ${o.ref} already in the bucket`);
+    return "present";
+  }
+  if (!o.offline) {
+    try {
+      o.log(`mirroring sandbox image ${o.ref}`);
+      await writeImage({
+        store: o.store,
+        source: new UpstreamSource({ ref }),
+        repo,
+        tag: ref.tag,
+        platforms: ["linux/amd64", "linux/arm64"],
+        log: o.log,
+      });
+      return "mirrored";
+    } catch (err) {
+      o.log(`cannot mirror ${o.ref} (${(err as Error).message}); building a pause image here`);
+    }
+  }
+  const dir = await Deno.makeTempDir({ prefix: "podmin-pause-" });
+  try {
+    await writePauseImageLayout({ dir, tag: ref.tag, arches: ["amd64", "arm64"] });
+    await writeImage({
+      store: o.store,
+      source: await openImageSource(`oci:${dir}:${ref.tag}`),
+      repo,
+      tag: ref.tag,
+      log: o.log,
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+  o.log(
+    `sandbox image built locally and stored as ${REGISTRY_HOSTNAME}/${
+      mirrorPathOf(ref)
+    }:${ref.tag}`,
+  );
+  return "built";
+}
+
+const KUBE_CGROUPS = ["kubepods", "kubepods.slice"];
+
+/** kubelet's cgroup directories that do not exist yet, under every mounted hierarchy. */
+async function missingCgroups(): Promise<string[]> {
+  const roots: string[] = [];
+  try {
+    await Deno.stat("/sys/fs/cgroup/cgroup.controllers");
+    roots.push("/sys/fs/cgroup");
+  } catch {
+    try {
+      for await (const e of Deno.readDir("/sys/fs/cgroup")) {
+        if (e.isDirectory) roots.push(path.join("/sys/fs/cgroup", e.name));
+      }
+    } catch { /* no cgroup hierarchy mounted */ }
+  }
+  const missing: string[] = [];
+  for (const r of roots) {
+    for (const c of KUBE_CGROUPS) {
+      if (!(await exists(path.join(r, c)))) missing.push(path.join(r, c));
+    }
+  }
+  return missing;
+}
+
+/** Removes a cgroup directory tree, deepest first (cgroup directories only rmdir). */
+async function removeCgroupTree(dir: string): Promise<void> {
+  let entries: Deno.DirEntry[];
+  try {
+    entries = await Array.fromAsync(Deno.readDir(dir));
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    if (e.isDirectory && !e.isSymlink) await removeCgroupTree(path.join(dir, e.name));
+  }
+  await Deno.remove(dir).catch(() => {});
+}
+
+/** Options of `localDown`. */
+export interface LocalDownOptions {
+  stateDir: string;
+  log: (line: string) => void;
+  /** Also remove the default filesystem bucket (images, Deployments). */
+  purge?: boolean;
+}
+
+/** Removes exactly what `up` made. Returns paths it had to leave (not empty, busy). */
+export async function localDown(o: LocalDownOptions): Promise<string[]> {
+  const p = nodePaths(o.stateDir);
+  const s = await readState(o.stateDir);
+  if (!s) {
+    o.log(`no local node recorded in ${o.stateDir}`);
+    return [];
+  }
+  const left: string[] = [];
+  // Agent first (it would re-create manifests), then kubelet (it would restart Pods).
+  for (const name of ["podmin-agent", "kubelet"] as const) {
+    if (s.daemons[name] && await stopDaemon(s.daemons[name]!)) o.log(`stopped ${name}`);
+  }
+  const nsId = s.mountNs ? await namespaceId(s.mountNs) : undefined;
+  if (s.daemons.containerd && await isRunning(s.daemons.containerd) && s.mountNs) {
+    // Pods through CRI, so CNI releases their addresses and host routes.
+    const crictl = path.join(p.bin, "crictl");
+    const out = await new Deno.Command("nsenter", {
+      args: [`--mount=${s.mountNs}`, "--", crictl, "rmp", "--all", "--force"],
+      stdout: "piped",
+      stderr: "piped",
+    }).output().catch(() => undefined);
+    if (out?.success) o.log("removed every Pod sandbox");
+    else if (out) o.log(`crictl rmp: ${new TextDecoder().decode(out.stderr).trim()}`);
+  }
+  if (s.daemons.containerd && await stopDaemon(s.daemons.containerd)) o.log("stopped containerd");
+  if (nsId) {
+    // Shims and containers still in the node's namespace.
+    const rest = await processesIn(nsId);
+    for (const pid of rest) {
+      try {
+        Deno.kill(pid, "SIGKILL");
+      } catch { /* gone */ }
+    }
+    if (rest.length) o.log(`killed ${rest.length} process(es) left in the node's namespace`);
+  }
+  for (const m of [...s.hostMounts].reverse()) await unmountIfMounted(m);
+  for (const c of s.newCgroups) await removeCgroupTree(c);
+  left.push(...await removeMountPoints(s.createdPaths));
+  for (const dir of [p.root, p.nsDir, p.logs]) {
+    await Deno.remove(dir, { recursive: true }).catch((err) => {
+      if (!(err instanceof Deno.errors.NotFound)) left.push(dir);
+    });
+  }
+  if (o.purge && s.bucket === p.defaultBucket) {
+    await Deno.remove(decodeURIComponent(s.bucket.slice("file://".length)), { recursive: true })
+      .catch(() => {});
+    o.log(`removed the bucket ${s.bucket}`);
+  }
+  await Deno.remove(p.state);
+  for (const l of left) o.log(`left in place (not empty or busy): ${l}`);
+  o.log("local node removed");
+  return left;
+}

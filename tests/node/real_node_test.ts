@@ -1,0 +1,485 @@
+/**
+ * A real Podmin node, end to end: `podmin local up` renders every node file with
+ * vmconfig's generators (applying only the host overrides it prints) and runs
+ * a real containerd 2.1, runc, the ptp/host-local CNI plugins, a standalone
+ * kubelet 1.37 (all built from the Go module proxy by tests/setup.sh) and
+ * podmin-agent against moto. Images come from `podmin push` and from
+ * `podmin mirror` of a locally built pause image served by the CNCF
+ * distribution registry (there is no internet here); Pods pull them through the
+ * agent's loopback registry.
+ */
+
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { writePauseImageLayout } from "../../cli/local/pause_image.ts";
+import { readHostFacts } from "../../cli/local/host_overrides.ts";
+import { localDown, localUp, readState } from "../../cli/local/local_node.ts";
+import { resolveBinaries } from "../../cli/local/node_binaries.ts";
+import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";
+import { writeOciLayout } from "../fixtures/oci_image.ts";
+import { freePort, moto, putParameter, putSecret } from "../harness/moto.ts";
+import { podmin, waitFor } from "../harness/programs.ts";
+import { startDistributionRegistry } from "../harness/registry.ts";
+import { testWith } from "../harness/requirements.ts";
+
+const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
+const NODE_BINS = ["containerd-v2.1.5", "kubelet-v1.37.2", "crictl-v1.34.0"].map((d) =>
+  path.join(BIN, "node", d)
+);
+const CLUSTER = "nodetest";
+const LINE = "hello from a podmin node";
+
+/** A static program: prints LINE and its values, then waits; `cat FILE` prints a file. */
+const APP_C = `#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static void show(const char *p) {
+  FILE *f = fopen(p, "r"); char b[256]; size_t n;
+  if (!f) { printf("%s: missing\\n", p); return; }
+  n = fread(b, 1, sizeof b - 1, f); b[n] = 0; printf("%s", b); fclose(f);
+}
+int main(int argc, char **argv) {
+  if (argc > 2 && !strcmp(argv[1], "cat")) { show(argv[2]); return 0; }
+  puts(${JSON.stringify(LINE)}); fflush(stdout);
+  for (;;) pause();
+}
+`;
+
+async function must(cmd: string, args: string[], env?: Record<string, string>): Promise<string> {
+  const out = await new Deno.Command(cmd, { args, env, stdout: "piped", stderr: "piped" }).output();
+  const dec = new TextDecoder();
+  if (!out.success) {
+    throw new Error(`${cmd} ${args.join(" ")}: ${dec.decode(out.stderr)}${dec.decode(out.stdout)}`);
+  }
+  return dec.decode(out.stdout);
+}
+
+interface PodsApiPod {
+  name: string;
+  namespace: string;
+  phase: string;
+  ready: boolean;
+  ips: string[] | null;
+}
+
+async function podsApiBinary(): Promise<string> {
+  for await (const e of Deno.readDir(path.join(BIN, "node"))) {
+    if (e.name.startsWith("podsapi-")) return path.join(BIN, "node", e.name, "podsapi");
+  }
+  throw new Error("podsapi test peer not built (tests/peers/build_node_peers.sh)");
+}
+
+testWith(
+  "real node [kubelet 1.37 + containerd 2.1 + moto]: podmin local runs a Deployment from push to Ready, values, delete, agent restart, reboot",
+  {
+    root: true,
+    tools: ["gcc", "skopeo", "nsenter", "unshare", "runc", "ip", "distribution-registry"],
+  },
+  async (t) => {
+    const m = await moto();
+    const work = await Deno.makeTempDir({ prefix: "podmin-node-" });
+    const stateDir = path.join(work, "state");
+    const bucketName = await m.createBucket("podmin-node-test");
+    const bucket = `s3://${bucketName}`;
+    const env = {
+      AWS_ENDPOINT_URL: m.endpoint,
+      AWS_ACCESS_KEY_ID: "test",
+      AWS_SECRET_ACCESS_KEY: "test",
+      AWS_REGION: "us-east-1",
+    };
+    for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);
+    const upstream = await startDistributionRegistry();
+    const registryPort = await freePort();
+    const podsapi = await podsApiBinary();
+    const logs: string[] = [];
+    const log = (l: string) => logs.push(l);
+    const binaries = await resolveBinaries({ binDirs: NODE_BINS });
+    const upOptions = {
+      stateDir,
+      bucket,
+      binaries,
+      agentCommand: [
+        Deno.execPath(),
+        "run",
+        "--allow-all",
+        new URL("../../agent/main.ts", import.meta.url).pathname,
+      ],
+      cluster: CLUSTER,
+      nodeGroup: "default",
+      podPrefix: "fd00:706d:6e:1::/80",
+      registryPort,
+      sandboxImage: `127.0.0.1:${upstream.port}/pause:3.10`,
+      interval: "1s",
+      secretsInterval: "2s",
+      log,
+    };
+    // crictl inside the node's view, configured only by the generated /etc/crictl.yaml.
+    const inNode = async (...args: string[]) => {
+      const s = await readState(stateDir);
+      return await must("nsenter", [`--mount=${s!.mountNs}`, "--", ...args]);
+    };
+    const crictl = (...args: string[]) =>
+      inNode(path.join(stateDir, "node/usr/local/bin/crictl"), ...args);
+    const containers = async (name: string) =>
+      JSON.parse(
+        await inNode(path.join(stateDir, "node/usr/local/bin/crictl"), "ps", "-a", "-o", "json"),
+      )
+        .containers.filter((c: { metadata: { name: string } }) => c.metadata.name === name);
+    const podsApi = async (): Promise<PodsApiPod[]> =>
+      (await inNode(podsapi, "--socket", "/var/lib/kubelet/pods-api/pods-api.sock")).trim().split(
+        "\n",
+      )
+        .filter(Boolean).map((l) => JSON.parse(l));
+    const readyPod = async () =>
+      (await podsApi()).find((p) => p.name.startsWith("hello") && p.ready);
+    const valueInContainer = async (key: string) => {
+      const [c] = (await containers("hello")).filter((c: { state: string }) =>
+        c.state === "CONTAINER_RUNNING"
+      );
+      if (!c) return undefined;
+      return await inNode(
+        path.join(stateDir, "node/usr/local/bin/crictl"),
+        "exec",
+        c.id,
+        "/hello",
+        "cat",
+        `/var/run/secrets/podmin.dev/values/${key}`,
+      ).catch(() => undefined);
+    };
+
+    try {
+      await t.step("images: a pause image mirrored from a registry, the app pushed", async () => {
+        const pause = await writePauseImageLayout({
+          dir: path.join(work, "pause"),
+          tag: "3.10",
+          arches: ["amd64", "arm64"],
+        });
+        await must("skopeo", [
+          "copy",
+          "--all",
+          "--dest-tls-verify=false",
+          `oci:${pause}:3.10`,
+          `docker://127.0.0.1:${upstream.port}/pause:3.10`,
+        ]);
+        const mirrored = await podmin(
+          ["--bucket", bucket, "mirror", "--plain-http", `127.0.0.1:${upstream.port}/pause:3.10`],
+          env,
+        );
+        assert.equal(mirrored.code, 0, mirrored.stderr);
+        await Deno.writeTextFile(path.join(work, "hello.c"), APP_C);
+        await must("gcc", [
+          "-static",
+          "-Os",
+          "-o",
+          path.join(work, "hello"),
+          path.join(work, "hello.c"),
+        ]);
+        await writeOciLayout({
+          dir: path.join(work, "app"),
+          ref: "1.0",
+          platforms: [{
+            arch: "amd64",
+            files: { hello: await Deno.readFile(path.join(work, "hello")) },
+          }],
+        });
+        const pushed = await podmin(
+          ["--bucket", bucket, "push", `oci:${path.join(work, "app")}:1.0`, "apps/hello:1.0"],
+          env,
+        );
+        assert.equal(pushed.code, 0, pushed.stderr);
+      });
+
+      await t.step("local up: generated files, printed overrides, three daemons", async () => {
+        await localUp(upOptions);
+        const printed = logs.filter((l) => l.startsWith("override for this host:"));
+        // Every override names its file and reason; none touches hosts.toml, CNI or crictl.
+        for (const l of printed) {
+          assert.match(
+            l,
+            /^override for this host: \/etc\/(containerd|podmin\/kubelet)\/\S+: .+ \(.+\)$/,
+          );
+        }
+        console.error(printed.join("\n"));
+        assert.match(logs.join("\n"), /sandbox image .*pause:3\.10 already in the bucket/);
+        const kubeletConfig = await Deno.readTextFile(
+          path.join(stateDir, "node/etc/podmin/kubelet/config.yaml"),
+        );
+        assert.doesNotMatch(kubeletConfig, /featureGates/, "kubelet 1.37: Pods API on by default");
+        const hosts = await Deno.readTextFile(
+          path.join(stateDir, `node/etc/containerd/certs.d/${REGISTRY_HOSTNAME}/hosts.toml`),
+        );
+        assert.match(hosts, new RegExp(`server = "http://127\\.0\\.0\\.1:${registryPort}"`));
+        // Again: a no-op while it runs.
+        const before = (await readState(stateDir))!.daemons;
+        await localUp(upOptions);
+        assert.deepEqual((await readState(stateDir))!.daemons, before);
+      });
+
+      await t.step(
+        "apply: the Pod becomes Ready, logs its line, image through the loopback registry",
+        async () => {
+          await putParameter(`/${CLUSTER}/default/hello/greeting`, "hi-1");
+          await putSecret(`/${CLUSTER}/default/hello/token`, "tok-1");
+          await Deno.writeTextFile(
+            path.join(work, "hello.yaml"),
+            `apiVersion: podmin.dev/v1
+kind: Deployment
+metadata:
+  name: hello
+spec:
+  nodeGroup: default
+  secrets:
+    - key: greeting
+      from: ssm
+    - key: token
+      from: secretsmanager
+  template:
+    spec:
+      containers:
+        - name: hello
+          image: ${REGISTRY_HOSTNAME}/apps/hello:1.0
+          command: ["/hello"]
+`,
+          );
+          const applied = await podmin(
+            ["--bucket", bucket, "apply", "-f", path.join(work, "hello.yaml")],
+            env,
+          );
+          assert.equal(applied.code, 0, applied.stderr);
+          await waitFor(
+            "the Pod Ready in kubelet's Pods API",
+            async () => !!(await readyPod()),
+            120_000,
+          );
+          const [c] = await containers("hello");
+          await waitFor(
+            "the container's line",
+            async () => (await crictl("logs", c.id).catch(() => "")).includes(LINE),
+            30_000,
+          );
+          const images = await inNode(
+            path.join(stateDir, "node/usr/local/bin/crictl"),
+            "images",
+            "-o",
+            "json",
+          );
+          const tags = JSON.parse(images).images.flatMap((i: { repoTags: string[] }) => i.repoTags);
+          assert.ok(tags.includes(`${REGISTRY_HOSTNAME}/apps/hello:1.0`), tags.join(" "));
+          assert.ok(
+            tags.some((t: string) => t.includes(`${REGISTRY_HOSTNAME}/mirror/`)),
+            tags.join(" "),
+          );
+        },
+      );
+
+      await t.step(
+        "the Pod's IPv6 is from the prefix and the host routes it as a /128",
+        async () => {
+          const pod = (await readyPod())!;
+          const ip = pod.ips?.[0] ?? "";
+          assert.match(ip, /^fd00:706d:6e:1::/, ip);
+          const route = await must("ip", ["-6", "route", "show", `${ip}/128`]);
+          assert.match(route, new RegExp(`^${ip.replaceAll(".", "\\.")} dev \\S+`), route);
+        },
+      );
+
+      await t.step(
+        "values from Parameter Store and Secrets Manager inside the container; rotation",
+        async () => {
+          await waitFor(
+            "the values",
+            async () => (await valueInContainer("greeting")) === "hi-1",
+            30_000,
+          );
+          assert.equal(await valueInContainer("token"), "tok-1");
+          await putParameter(`/${CLUSTER}/default/hello/greeting`, "hi-2");
+          await waitFor(
+            "the rotated value",
+            async () => (await valueInContainer("greeting")) === "hi-2",
+            60_000,
+          );
+        },
+      );
+
+      await t.step(
+        "crictl with the generated /etc/crictl.yaml; an agent restart restarts no container",
+        async () => {
+          // The operator's way: no endpoint flag, so crictl reads the generated /etc/crictl.yaml.
+          const listed = await podmin([
+            "local",
+            "exec",
+            "--state-dir",
+            stateDir,
+            "--",
+            "crictl",
+            "ps",
+          ]);
+          assert.equal(listed.code, 0, listed.stderr);
+          assert.match(listed.stdout, /hello/);
+          const [before] = await containers("hello");
+          const s = (await readState(stateDir))!;
+          Deno.kill(s.daemons["podmin-agent"]!.pid, "SIGKILL");
+          await waitFor("the agent gone", async () => {
+            try {
+              await Deno.stat(`/proc/${s.daemons["podmin-agent"]!.pid}`);
+              return false;
+            } catch {
+              return true;
+            }
+          });
+          await localUp(upOptions); // restarts only what is down
+          assert.match(logs.join("\n"), /restarting podmin-agent/);
+          await new Promise((r) => setTimeout(r, 5000)); // a few agent passes
+          const after = await containers("hello");
+          assert.deepEqual(after.map((c: { id: string }) => c.id), [before.id]);
+          assert.equal(after[0].state, "CONTAINER_RUNNING");
+        },
+      );
+
+      await t.step(
+        "a simulated reboot (every process gone, /run/podmin empty): the Pod comes back",
+        async () => {
+          const s = (await readState(stateDir))!;
+          for (const d of ["podmin-agent", "kubelet"] as const) {
+            Deno.kill(s.daemons[d]!.pid, "SIGKILL");
+          }
+          await crictl("rmp", "-af");
+          Deno.kill(s.daemons.containerd!.pid, "SIGKILL");
+          await new Promise((r) => setTimeout(r, 1000));
+          for await (const e of Deno.readDir(path.join(stateDir, "node/run/podmin"))) {
+            await Deno.remove(path.join(stateDir, "node/run/podmin", e.name), { recursive: true });
+          }
+          await localUp(upOptions);
+          await waitFor("the Pod Ready again", async () => !!(await readyPod()), 120_000);
+          await waitFor(
+            "its values again",
+            async () => (await valueInContainer("greeting")) === "hi-2",
+            60_000,
+          );
+        },
+      );
+
+      await t.step(
+        "a Pod whose image cannot be pulled: status names it with kubelet's own message",
+        async () => {
+          await Deno.writeTextFile(
+            path.join(work, "broken.yaml"),
+            `apiVersion: podmin.dev/v1
+kind: Deployment
+metadata:
+  name: broken
+spec:
+  nodeGroup: default
+  template:
+    spec:
+      containers:
+        - name: broken
+          image: ${REGISTRY_HOSTNAME}/apps/missing:1.0
+`,
+          );
+          const applied = await podmin([
+            "--bucket",
+            bucket,
+            "apply",
+            "-f",
+            path.join(work, "broken.yaml"),
+          ], env);
+          assert.equal(applied.code, 0, applied.stderr);
+          let out = "";
+          await waitFor("status to name the pull failure", async () => {
+            const st = await podmin(["local", "status", "--state-dir", stateDir], env);
+            out = st.stdout;
+            return /broken-podmin-local: .*(missing|not found|ErrImagePull|pull)/i.test(st.stdout);
+          }, 90_000).catch((e) => {
+            throw new Error(`${e.message}\n${out}`);
+          });
+          console.error(out);
+          assert.match(out, /^default\s+hello-podmin-local\s+Running\s+fd00:706d:6e:1::/m, out);
+          const deleted = await podmin(["--bucket", bucket, "delete", "deployment", "broken"], env);
+          assert.equal(deleted.code, 0, deleted.stderr);
+        },
+      );
+
+      await t.step("delete removes the Pod", async () => {
+        const deleted = await podmin(["--bucket", bucket, "delete", "deployment", "hello"], env);
+        assert.equal(deleted.code, 0, deleted.stderr);
+        await waitFor(
+          "the Pod gone",
+          async () => !(await podsApi()).some((p) => p.name.startsWith("hello")),
+          60_000,
+        );
+      });
+
+      await t.step("down removes what up made and nothing else", async () => {
+        const s = (await readState(stateDir))!;
+        const left = await localDown({ stateDir, log });
+        assert.deepEqual(left, []);
+        for (const d of Object.values(s.daemons)) {
+          await assert.rejects(Deno.stat(`/proc/${d!.pid}`));
+        }
+        for (const p of s.createdPaths) {
+          await assert.rejects(Deno.lstat(p), p);
+        }
+        const mounts = await Deno.readTextFile("/proc/self/mountinfo");
+        assert.ok(!mounts.includes(stateDir), "no mount of the node is left");
+        await assert.rejects(Deno.stat(path.join(stateDir, "node")));
+        await assert.rejects(Deno.stat(path.join(stateDir, "state.json")));
+      });
+    } finally {
+      if (await readState(stateDir).catch(() => undefined)) {
+        await localDown({ stateDir, log }).catch((e) => console.error(e));
+      }
+      await upstream.stop();
+      console.error(logs.join("\n"));
+      await Deno.remove(work, { recursive: true }).catch(() => {});
+    }
+  },
+);
+
+testWith(
+  "real node: a kubelet that refuses its configuration is named by local up and local status with its own message",
+  { root: true, tools: ["nsenter", "unshare", "runc"] },
+  async () => {
+    const host = await readHostFacts();
+    if (host.cgroupV2) {
+      throw new Error("this test makes a real kubelet refuse cgroup v1 and needs a cgroup v1 host");
+    }
+    const work = await Deno.makeTempDir({ prefix: "podmin-node-refuse-" });
+    const stateDir = path.join(work, "state");
+    const logs: string[] = [];
+    try {
+      // Claiming cgroup v2 drops the failCgroupV1 override: kubelet 1.37 refuses this host.
+      await assert.rejects(
+        localUp({
+          stateDir,
+          binaries: await resolveBinaries({ binDirs: NODE_BINS }),
+          agentCommand: [
+            Deno.execPath(),
+            "run",
+            "--allow-all",
+            new URL("../../agent/main.ts", import.meta.url).pathname,
+          ],
+          cluster: CLUSTER,
+          nodeGroup: "default",
+          podPrefix: "fd00:706d:6e:2::/80",
+          registryPort: await freePort(),
+          sandboxImage: "registry.k8s.io/pause:3.10",
+          host: { ...host, cgroupV2: true },
+          log: (l) => logs.push(l),
+          timeoutMs: 60_000,
+        }),
+        (err: Error) => {
+          assert.match(err.message, /^kubelet exited at start: .*cgroup v1/s);
+          return true;
+        },
+      );
+      const st = await podmin(["local", "status", "--state-dir", stateDir]);
+      assert.equal(st.code, 1);
+      assert.match(st.stdout, /^kubelet\s+NOT running: .*cgroup v1/m, st.stdout);
+      assert.match(st.stdout, /^containerd\s+running/m);
+    } finally {
+      await localDown({ stateDir, log: (l) => logs.push(l) });
+      await Deno.remove(work, { recursive: true }).catch(() => {});
+    }
+  },
+);
