@@ -4,6 +4,7 @@ import * as path from "node:path";
 import { type Command, type CommandContext } from "../../core/cli_kit.ts";
 import { UsageError } from "../../core/errors.ts";
 import { defaultCacheDir } from "../setup/dependency_cache.ts";
+import { readCatalogFile } from "../setup/dependency_catalog.ts";
 import {
   DAEMONS,
   daemonsRunning,
@@ -42,6 +43,9 @@ Flags:
                         it the pinned versions are downloaded and verified
   --cni-bin-dir DIR     ptp, host-local, loopback (default /opt/cni/bin or
                         /usr/lib/cni)
+  --dependency-catalog FILE
+                        pins to download instead of the embedded default
+                        (the JSON shape of podmin setup --dependency-catalog)
   --agent-binary PATH   podmin-agent to run (default: from this source tree, or
                         podmin-agent beside this program or on PATH)
   --cluster ID          cluster id (default ${LOCAL_DEFAULTS.cluster})
@@ -127,9 +131,13 @@ async function kubeletProblem(log: string, podName: string): Promise<string | un
   );
   const last = lines.at(-1);
   if (!last) return undefined;
-  // klog: "E1130 22:11:05.123 1234 file.go:12] message" — keep the message.
-  const msg = last.replace(/^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] /, "");
-  return msg.length > 400 ? `${msg.slice(0, 400)}…` : msg;
+  // klog: "E1130 22:11:05.123 1234 file.go:12] message" — keep the message, unescape the nested
+  // quoting and shorten ids; Go errors end with their root cause, so a long one keeps its end.
+  const msg = last.replace(/^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] /, "")
+    .replace(/\\+"/g, '"')
+    .replace(/\b([0-9a-f]{12})[0-9a-f]{52}\b/g, "$1")
+    .replace(/(\s+(pod|podUID)="[^"]*")+\s*$/, "");
+  return msg.length > 400 ? `…${msg.slice(-400)}` : msg;
 }
 
 /** The node's Pods: the agent's desired ones and what CRI reports (crictl inside the node's view). */
@@ -246,6 +254,7 @@ const local: Command = {
     "state-dir": { type: "string", default: LOCAL_DEFAULTS.stateDir },
     "bin-dir": { type: "string", multiple: true },
     "cni-bin-dir": { type: "string" },
+    "dependency-catalog": { type: "string" },
     "agent-binary": { type: "string" },
     cluster: { type: "string", default: LOCAL_DEFAULTS.cluster },
     nodegroup: { type: "string", default: LOCAL_DEFAULTS.nodeGroup },
@@ -278,6 +287,9 @@ const local: Command = {
               dir: path.join(stateDir, "downloads"),
               cacheDir: defaultCacheDir(),
               log,
+              catalog: v["dependency-catalog"]
+                ? await readCatalogFile(v["dependency-catalog"])
+                : undefined,
             }),
           ];
         }

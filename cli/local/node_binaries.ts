@@ -10,6 +10,7 @@
 import * as path from "node:path";
 import { PodminError } from "../../core/errors.ts";
 import { DEFAULT_CATALOG } from "../setup/default_catalog.ts";
+import type { Catalog } from "../setup/dependency_catalog.ts";
 import { DependencyCache } from "../setup/dependency_cache.ts";
 
 /** Resolved programs (host paths) and their versions. */
@@ -112,18 +113,21 @@ const ARCH: Record<string, "amd64" | "arm64"> = { x86_64: "amd64", aarch64: "arm
 
 /**
  * Downloads (or reuses) the pinned node programs of this host's architecture
- * through the digest-checked cache and unpacks them into `dir`; returns `dir`.
+ * (default catalogue, or the one given) through the digest-checked cache and
+ * unpacks them into `dir` (CNI plugins into `dir/cni`); returns `dir`.
  */
 export async function fetchPinnedBinaries(
-  o: { dir: string; cacheDir: string; log: (line: string) => void },
+  o: { dir: string; cacheDir: string; log: (line: string) => void; catalog?: Catalog },
 ): Promise<string> {
   const arch = ARCH[Deno.build.arch];
   if (!arch) throw new BinaryError(`unsupported architecture ${Deno.build.arch}`);
   const cache = new DependencyCache({ dir: o.cacheDir, log: o.log });
   await Deno.mkdir(path.join(o.dir, "cni"), { recursive: true });
   for (const name of ["containerd", "runc", "kubelet", "crictl", "cni-plugins"]) {
-    const e = DEFAULT_CATALOG.dependencies.find((d) => d.name === name && d.arch === arch);
-    if (!e) throw new BinaryError(`the default catalogue pins no ${name} for ${arch}`);
+    const e = (o.catalog ?? DEFAULT_CATALOG).dependencies.find((d) =>
+      d.name === name && d.arch === arch
+    );
+    if (!e) throw new BinaryError(`the catalogue pins no ${name} for ${arch}`);
     let file: string;
     try {
       file = (await cache.ensure({ sha256: e.sha256, url: e.url, label: `${name} ${e.version}` }))

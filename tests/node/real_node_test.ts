@@ -15,6 +15,7 @@ import { writePauseImageLayout } from "../../cli/local/pause_image.ts";
 import { readHostFacts } from "../../cli/local/host_overrides.ts";
 import { localDown, localUp, readState } from "../../cli/local/local_node.ts";
 import { resolveBinaries } from "../../cli/local/node_binaries.ts";
+import { isRunning } from "../../cli/local/node_processes.ts";
 import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";
 import { writeOciLayout } from "../fixtures/oci_image.ts";
 import { freePort, moto, putParameter, putSecret } from "../harness/moto.ts";
@@ -400,6 +401,50 @@ spec:
         },
       );
 
+      await t.step("a CNI error: status names the Pod with the plugin's own message", async () => {
+        const ptp = path.join(stateDir, "node/opt/cni/bin/ptp");
+        await Deno.rename(ptp, `${ptp}.off`);
+        try {
+          await Deno.writeTextFile(
+            path.join(work, "nonet.yaml"),
+            `apiVersion: podmin.dev/v1
+kind: Deployment
+metadata:
+  name: nonet
+spec:
+  nodeGroup: default
+  template:
+    spec:
+      containers:
+        - name: nonet
+          image: ${REGISTRY_HOSTNAME}/apps/hello:1.0
+          command: ["/hello"]
+`,
+          );
+          const applied = await podmin([
+            "--bucket",
+            bucket,
+            "apply",
+            "-f",
+            path.join(work, "nonet.yaml"),
+          ], env);
+          assert.equal(applied.code, 0, applied.stderr);
+          let out = "";
+          await waitFor("status to name the CNI failure", async () => {
+            out = (await podmin(["local", "status", "--state-dir", stateDir], env)).stdout;
+            return /^ {2}nonet-podmin-local: .*ptp/m.test(out);
+          }, 90_000).catch((e) => {
+            throw new Error(`${e.message}\n${out}`);
+          });
+          console.error(out);
+          assert.match(out, /^default\s+nonet-podmin-local\s+NoSandbox/m);
+        } finally {
+          await Deno.rename(`${ptp}.off`, ptp);
+        }
+        const deleted = await podmin(["--bucket", bucket, "delete", "deployment", "nonet"], env);
+        assert.equal(deleted.code, 0, deleted.stderr);
+      });
+
       await t.step("delete removes the Pod", async () => {
         const deleted = await podmin(["--bucket", bucket, "delete", "deployment", "hello"], env);
         assert.equal(deleted.code, 0, deleted.stderr);
@@ -415,7 +460,7 @@ spec:
         const left = await localDown({ stateDir, log });
         assert.deepEqual(left, []);
         for (const d of Object.values(s.daemons)) {
-          await assert.rejects(Deno.stat(`/proc/${d!.pid}`));
+          assert.equal(await isRunning(d!), false, d!.program);
         }
         for (const p of s.createdPaths) {
           await assert.rejects(Deno.lstat(p), p);
@@ -479,6 +524,70 @@ testWith(
       assert.match(st.stdout, /^containerd\s+running/m);
     } finally {
       await localDown({ stateDir, log: (l) => logs.push(l) });
+      await Deno.remove(work, { recursive: true }).catch(() => {});
+    }
+  },
+);
+
+testWith(
+  "real node: local up killed half-way leaves a record; the next up recovers and down removes everything",
+  { root: true, tools: ["nsenter", "unshare", "runc"] },
+  async () => {
+    const work = await Deno.makeTempDir({ prefix: "podmin-node-crash-" });
+    const stateDir = path.join(work, "state");
+    const args = [
+      "local",
+      "up",
+      "--state-dir",
+      stateDir,
+      ...NODE_BINS.flatMap((d) => ["--bin-dir", d]),
+      "--registry-port",
+      String(await freePort()),
+      "--pod-prefix",
+      "fd00:706d:6e:3::/80",
+    ];
+    try {
+      // Kill the CLI as soon as it has started containerd.
+      const child = new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--allow-all",
+          new URL("../../cli/main.ts", import.meta.url).pathname,
+          ...args,
+        ],
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      let seen = "";
+      const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+      while (!seen.includes("starting podmin-agent")) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        seen += value;
+      }
+      assert.match(seen, /starting podmin-agent/, seen);
+      child.kill("SIGKILL");
+      assert.equal((await child.status).signal, "SIGKILL");
+      reader.releaseLock();
+      const recorded = (await readState(stateDir))!;
+      assert.ok(recorded.daemons.containerd, "the record names the daemon already started");
+
+      const again = await podmin(args);
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stderr, /local node (partly down|already up)/);
+      const st = await podmin(["local", "status", "--state-dir", stateDir]);
+      assert.equal(st.code, 0, st.stdout);
+      const running = (await readState(stateDir))!.daemons;
+      const down = await podmin(["local", "down", "--state-dir", stateDir]);
+      assert.equal(down.code, 0, down.stderr);
+      // Exited (an orphan may stay a zombie until PID 1 reaps it: that counts as gone).
+      for (const d of Object.values(running)) assert.equal(await isRunning(d!), false, d!.program);
+      for (const p of recorded.createdPaths) await assert.rejects(Deno.lstat(p), p);
+      assert.ok(!(await Deno.readTextFile("/proc/self/mountinfo")).includes(stateDir));
+    } finally {
+      if (await readState(stateDir).catch(() => undefined)) {
+        await localDown({ stateDir, log: () => {} }).catch((e) => console.error(e));
+      }
       await Deno.remove(work, { recursive: true }).catch(() => {});
     }
   },
