@@ -14,6 +14,7 @@ import {
   localUp,
   nodePaths,
   readState,
+  requireLocalHost,
 } from "./local_node.ts";
 import { fetchPinnedBinaries, resolveBinaries } from "./node_binaries.ts";
 import { lastErrorLines } from "./node_processes.ts";
@@ -271,6 +272,7 @@ const local: Command = {
     const stateDir = path.resolve(v["state-dir"]!);
     const agent = await agentCommand(v["agent-binary"]);
     const log = (line: string) => ctx.err(line);
+    if (["up", "down", "status", "exec"].includes(verb)) requireLocalHost();
     switch (verb) {
       case "up": {
         const port = Number(v["registry-port"]);

@@ -133,6 +133,14 @@ function nodeBinds(root: string): NodeBind[] {
 /** A local node operation failed; the message says which step and why. */
 export class LocalNodeError extends PodminError {}
 
+/** Fails unless this is Linux and the process is root (namespaces, mounts, containers). */
+export function requireLocalHost(): void {
+  if (Deno.build.os !== "linux") throw new LocalNodeError("podmin local needs Linux");
+  if (Deno.uid() !== 0) {
+    throw new LocalNodeError("podmin local needs root", { hint: "run it with sudo" });
+  }
+}
+
 /** Reads the state file; undefined when there is none. */
 export async function readState(stateDir: string): Promise<LocalState | undefined> {
   let text: string;
@@ -191,10 +199,7 @@ export async function daemonsRunning(s: LocalState): Promise<Record<DaemonName, 
 
 /** Brings the local node up; idempotent while it runs, recovering after a crash. */
 export async function localUp(o: LocalUpOptions): Promise<LocalState> {
-  if (Deno.build.os !== "linux") throw new LocalNodeError("podmin local needs Linux");
-  if (Deno.uid() !== 0) {
-    throw new LocalNodeError("podmin local needs root", { hint: "run it with sudo" });
-  }
+  requireLocalHost();
   const p = nodePaths(o.stateDir);
   const previous = await readState(o.stateDir);
   if (previous) {
