@@ -40,10 +40,12 @@ import type { NodeBinaries } from "./node_binaries.ts";
 import {
   createMountPoints,
   createNamespace,
+  exists,
   namespaceId,
   type NodeBind,
   processesIn,
   removeMountPoints,
+  runOrThrow,
   unmountIfMounted,
 } from "./node_namespace.ts";
 import {
@@ -273,7 +275,7 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
   state.createdPaths = await createMountPoints(binds);
   await writeState(o.stateDir, state);
   await Deno.mkdir(p.runPodmin, { recursive: true });
-  await mount(["-t", "tmpfs", "-o", "mode=0755,size=64m", "tmpfs", p.runPodmin]);
+  await runOrThrow(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m", "tmpfs", p.runPodmin]);
   state.hostMounts.push(p.runPodmin);
   state.hostMounts.unshift(p.nsDir);
   await writeState(o.stateDir, state);
@@ -363,22 +365,6 @@ async function installPrograms(root: string, b: NodeBinaries): Promise<void> {
   await put(b.runc, "usr/local/sbin", "runc");
   for (const plugin of ["ptp", "host-local", "loopback"]) {
     await put(path.join(b.cniDir, plugin), "opt/cni/bin");
-  }
-}
-
-async function mount(args: string[]): Promise<void> {
-  const out = await new Deno.Command("mount", { args, stderr: "piped" }).output();
-  if (!out.success) {
-    throw new LocalNodeError(`mount ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
-  }
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await Deno.lstat(p);
-    return true;
-  } catch {
-    return false;
   }
 }
 

@@ -24,7 +24,8 @@ export interface NodeBind {
 /** A command failed while the namespace was being set up or removed. */
 export class NamespaceError extends PodminError {}
 
-async function sh(args: string[]): Promise<void> {
+/** Runs a command to completion; throws a NamespaceError with its stderr when it fails. */
+export async function runOrThrow(args: string[]): Promise<void> {
   const out = await new Deno.Command(args[0], {
     args: args.slice(1),
     stderr: "piped",
@@ -49,7 +50,8 @@ export async function mountPoints(): Promise<Set<string>> {
   );
 }
 
-async function exists(p: string): Promise<boolean> {
+/** Whether a path exists (without following a final symlink). */
+export async function exists(p: string): Promise<boolean> {
   try {
     await Deno.lstat(p);
     return true;
@@ -95,13 +97,21 @@ export interface CreateNamespaceOptions {
 export async function createNamespace(o: CreateNamespaceOptions): Promise<string> {
   await Deno.mkdir(o.nsDir, { recursive: true });
   if (!(await mountPoints()).has(o.nsDir)) {
-    await sh(["mount", "--bind", o.nsDir, o.nsDir]);
+    await runOrThrow(["mount", "--bind", o.nsDir, o.nsDir]);
   }
-  await sh(["mount", "--make-private", o.nsDir]);
+  await runOrThrow(["mount", "--make-private", o.nsDir]);
   const nsFile = path.join(o.nsDir, "mnt");
   await Deno.writeFile(nsFile, new Uint8Array());
   const script = o.binds.map((b) => `mount --bind '${b.source}' '${b.target}'`).join(" && ");
-  await sh(["unshare", `--mount=${nsFile}`, "--propagation", "private", "sh", "-c", script]);
+  await runOrThrow([
+    "unshare",
+    `--mount=${nsFile}`,
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    script,
+  ]);
   return nsFile;
 }
 
@@ -138,7 +148,7 @@ export async function processesIn(id: string): Promise<number[]> {
 /** Unmounts `p` when it is a mount point (lazily when busy); true when something was unmounted. */
 export async function unmountIfMounted(p: string): Promise<boolean> {
   if (!(await mountPoints()).has(p)) return false;
-  await sh(["umount", p]).catch(() => sh(["umount", "-l", p]));
+  await runOrThrow(["umount", p]).catch(() => runOrThrow(["umount", "-l", p]));
   return true;
 }
 

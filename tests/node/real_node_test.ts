@@ -148,6 +148,13 @@ testWith(
       ).catch(() => undefined);
     };
 
+    const valueBecomes = (key: string, want: string, timeoutMs: number) =>
+      waitFor(
+        `value ${key} = ${want} inside the container`,
+        async () => (await valueInContainer(key)) === want,
+        timeoutMs,
+      );
+
     try {
       await t.step("images: a pause image mirrored from a registry, the app pushed", async () => {
         const pause = await writePauseImageLayout({
@@ -287,18 +294,10 @@ spec:
       await t.step(
         "values from Parameter Store and Secrets Manager inside the container; rotation",
         async () => {
-          await waitFor(
-            "the values",
-            async () => (await valueInContainer("greeting")) === "hi-1",
-            30_000,
-          );
+          await valueBecomes("greeting", "hi-1", 30_000);
           assert.equal(await valueInContainer("token"), "tok-1");
           await putParameter(`/${CLUSTER}/default/hello/greeting`, "hi-2");
-          await waitFor(
-            "the rotated value",
-            async () => (await valueInContainer("greeting")) === "hi-2",
-            60_000,
-          );
+          await valueBecomes("greeting", "hi-2", 60_000);
         },
       );
 
@@ -352,11 +351,7 @@ spec:
           }
           await localUp(upOptions);
           await waitFor("the Pod Ready again", async () => !!(await readyPod()), 120_000);
-          await waitFor(
-            "its values again",
-            async () => (await valueInContainer("greeting")) === "hi-2",
-            60_000,
-          );
+          await valueBecomes("greeting", "hi-2", 60_000);
         },
       );
 
