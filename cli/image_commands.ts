@@ -2,14 +2,14 @@
 
 import { bucketUrl, type Command, type CommandContext } from "../core/cli_kit.ts";
 import { UsageError } from "../core/errors.ts";
+import { mirrorPathOf, parseUpstreamRef, REGISTRY_HOSTNAME } from "../core/image_ref.ts";
 import { formatBytes } from "../core/progress.ts";
 import { openStore } from "../core/store_url.ts";
 import { parseImageRepository } from "../core/bucket_layout.ts";
 import { checkTag } from "../core/names.ts";
-import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
 import { openImageSource } from "../registry/image_source.ts";
 import { writeImage, type WriteImageResult } from "../registry/image_writer.ts";
-import { mirrorPathOf, parseUpstreamRef, UpstreamSource } from "../registry/upstream.ts";
+import { UpstreamSource } from "../registry/upstream.ts";
 
 function storeOf(ctx: CommandContext) {
   const region = typeof ctx.values.region === "string" ? ctx.values.region : undefined;

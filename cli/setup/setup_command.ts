@@ -37,6 +37,7 @@ import {
 } from "../../core/dependency_manifest.ts";
 import { emptyDeploymentIndex, serializeDeploymentIndex } from "../../core/deployment_index.ts";
 import { PodminError, PreconditionFailedError, UsageError } from "../../core/errors.ts";
+import { mirrorPathOf, parseUpstreamRef } from "../../core/image_ref.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { sha256Hex } from "../../core/digest.ts";
 import { formatBytes } from "../../core/progress.ts";
@@ -45,7 +46,7 @@ import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_ind
 import { openStore } from "../../core/store_url.ts";
 import { VERSION } from "../../core/version.ts";
 import { writeImage } from "../../registry/image_writer.ts";
-import { mirrorPathOf, parseUpstreamRef, UpstreamSource } from "../../registry/upstream.ts";
+import { UpstreamSource } from "../../registry/upstream.ts";
 import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
 import {
   DEFAULT_SANDBOX_IMAGE,
