@@ -15,10 +15,9 @@ import { DEPLOYMENT_INDEX } from "../core/bucket_layout.ts";
 import {
   type DeploymentEntry,
   type DeploymentIndex,
-  emptyDeploymentIndex,
-  parseDeploymentIndex,
+  pollDeploymentIndex,
 } from "../core/deployment_index.ts";
-import { NotFoundError, PodminError, UnavailableError } from "../core/errors.ts";
+import { PodminError, UnavailableError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { ObjectStore } from "../core/object_store.ts";
 import type { Deployment } from "../core/resources.ts";
@@ -71,28 +70,24 @@ export class DeploymentsLoop {
 
     // 1. The index: a not-modified GET when nothing changed.
     try {
-      const res = await this.#o.store.get(DEPLOYMENT_INDEX, { ifNoneMatch: this.#etag });
-      if (!res.notModified) {
-        this.#etag = res.info.etag;
-        try {
-          this.#index = parseDeploymentIndex(res.body);
-          this.#indexError = undefined;
-        } catch (err) {
-          this.#indexError = `rejected ${DEPLOYMENT_INDEX} (keeping the last good state): ${
-            (err as Error).message
-          }`;
-        }
+      const poll = await pollDeploymentIndex(this.#o.store, this.#etag);
+      if (poll.state === "absent") {
+        this.#etag = undefined;
+        this.#index = poll.index;
+        this.#indexError = undefined;
+      } else if (poll.state === "changed") {
+        this.#etag = poll.etag;
+        this.#index = poll.index;
+        this.#indexError = undefined;
+      } else if (poll.state === "rejected") {
+        this.#etag = poll.etag;
+        this.#indexError =
+          `rejected ${DEPLOYMENT_INDEX} (keeping the last good state): ${poll.error.message}`;
       }
     } catch (err) {
-      if (err instanceof NotFoundError) {
-        this.#etag = undefined;
-        this.#index = emptyDeploymentIndex();
-        this.#indexError = undefined;
-      } else {
-        unavailable = err instanceof UnavailableError;
-        readFailed = true;
-        errors.push(`reading ${DEPLOYMENT_INDEX}: ${(err as Error).message}`);
-      }
+      unavailable = err instanceof UnavailableError;
+      readFailed = true;
+      errors.push(`reading ${DEPLOYMENT_INDEX}: ${(err as Error).message}`);
     }
     if (this.#indexError) errors.push(this.#indexError);
     if (!this.#index || readFailed) {

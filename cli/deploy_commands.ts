@@ -3,17 +3,13 @@
 import { stringify } from "yaml";
 import { bucketUrl, type Command, type CommandContext } from "../core/cli_kit.ts";
 import { sortKeys } from "../core/canonical_json.ts";
+import { readDeploymentIndex } from "../core/deployment_index.ts";
 import { UsageError } from "../core/errors.ts";
 import { checkNamespace, checkObjectName, DEFAULT_NAMESPACE } from "../core/names.ts";
+import { readServiceIndex } from "../core/service_index.ts";
 import { readSpec } from "../core/spec_objects.ts";
 import { openStore } from "../core/store_url.ts";
-import {
-  applyResources,
-  type Change,
-  deleteResource,
-  readDeploymentIndex,
-  readServiceIndex,
-} from "./desired_state.ts";
+import { applyResources, type Change, deleteResource } from "./desired_state.ts";
 import { lineDiff } from "./line_diff.ts";
 import { loadResourceFiles } from "./resource_files.ts";
 
