@@ -9,12 +9,14 @@
  * - A periodic convergence scan runs a full pass (maps read back from the
  *   kernel, interfaces re-discovered, filters re-checked) even without hints.
  * - A failed pass (invalid snapshot, kernel error) changes nothing further,
- *   is logged when the error changes, and is retried by the next hint or scan.
+ *   is logged when the error changes, and is retried by the next hint or scan
+ *   (the scan backs off while passes keep failing; see `agent/loop.ts`).
  */
 
 import type { Logger } from "../core/log.ts";
 import { silentLogger } from "../core/log.ts";
 import type { ApplyResult } from "./dataplane.ts";
+import { Loop } from "./loop.ts";
 
 /** What the loop drives (a `Dataplane`). */
 export interface DataplaneTarget {
@@ -42,47 +44,41 @@ export interface LoopPass {
   error?: string;
 }
 
-type ResolvedOptions = Required<DataplaneLoopOptions>;
-
-/** Runs passes on hints and on a timer. `start()`, then `stop()`. */
+/** Runs dataplane passes on hints and on a timer (through `Loop`). `start()`, then `stop()`. */
 export class DataplaneLoop {
-  readonly #o: ResolvedOptions;
-  #timer?: ReturnType<typeof setInterval>;
-  #hintTimer?: ReturnType<typeof setTimeout>;
-  #running?: Promise<void>;
-  #pendingHints = 0;
-  #pendingFull = false;
-  #stopped = true;
+  readonly #dataplane: DataplaneTarget;
+  readonly #snapshot: DataplaneLoopOptions["snapshot"];
+  readonly #log: Logger;
+  readonly #loop: Loop;
   #lastError?: string;
   /** Passes run so far (for status and tests). */
   readonly passes: LoopPass[] = [];
 
   constructor(options: DataplaneLoopOptions) {
-    this.#o = {
-      scanIntervalMs: 30_000,
-      hintDelayMs: 200,
-      log: silentLogger,
-      ...options,
-    };
+    this.#dataplane = options.dataplane;
+    this.#snapshot = options.snapshot;
+    this.#log = options.log ?? silentLogger;
+    this.#loop = new Loop({
+      name: "dataplane",
+      intervalMs: options.scanIntervalMs ?? 30_000,
+      hintDelayMs: options.hintDelayMs ?? 200,
+      log: this.#log,
+      pass: async ({ full, hints }) => {
+        const pass = await this.#pass(full, hints);
+        this.passes.push(pass);
+        return { backOff: pass.error !== undefined };
+      },
+    });
   }
 
   /** Starts: a full pass now, then one every `scanIntervalMs`. */
   start(): void {
-    if (!this.#stopped) return;
-    this.#stopped = false;
-    this.#request(true);
-    this.#timer = setInterval(() => this.#request(true), this.#o.scanIntervalMs);
+    this.#loop.start();
   }
 
   /** A refresh hint: something changed (coalesced). */
   hint(): void {
-    if (this.#stopped) return;
-    this.#pendingHints++;
-    if (this.#hintTimer !== undefined || this.#running) return;
-    this.#hintTimer = setTimeout(() => {
-      this.#hintTimer = undefined;
-      this.#request(false);
-    }, this.#o.hintDelayMs);
+    this.#loop.hint();
   }
 
   /** The last pass's error, if it failed. */
@@ -91,53 +87,26 @@ export class DataplaneLoop {
   }
 
   /** Stops the timers and waits for a running pass. Does not unload the dataplane. */
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    clearInterval(this.#timer);
-    clearTimeout(this.#hintTimer);
-    this.#hintTimer = undefined;
-    await this.#running;
+  stop(): Promise<void> {
+    return this.#loop.stop();
   }
 
   /** Waits until no pass is running or pending (tests). */
-  async idle(): Promise<void> {
-    while (this.#running || this.#hintTimer !== undefined) {
-      await (this.#running ?? new Promise((r) => setTimeout(r, 10)));
-    }
-  }
-
-  #request(full: boolean): void {
-    if (this.#stopped) return;
-    this.#pendingFull ||= full;
-    if (this.#running) return;
-    clearTimeout(this.#hintTimer);
-    this.#hintTimer = undefined;
-    this.#running = this.#drain().finally(() => {
-      this.#running = undefined;
-    });
-  }
-
-  async #drain(): Promise<void> {
-    while (!this.#stopped && (this.#pendingFull || this.#pendingHints > 0)) {
-      const full = this.#pendingFull;
-      const hints = this.#pendingHints;
-      this.#pendingFull = false;
-      this.#pendingHints = 0;
-      this.passes.push(await this.#pass(full, hints));
-    }
+  idle(): Promise<void> {
+    return this.#loop.idle();
   }
 
   async #pass(full: boolean, hints: number): Promise<LoopPass> {
     try {
-      const snapshot = await this.#o.snapshot();
-      const result = await this.#o.dataplane.apply(snapshot, { full });
-      if (this.#lastError !== undefined) this.#o.log.info("dataplane converged again");
+      const snapshot = await this.#snapshot();
+      const result = await this.#dataplane.apply(snapshot, { full });
+      if (this.#lastError !== undefined) this.#log.info("dataplane converged again");
       this.#lastError = undefined;
       return { full, hints, result };
     } catch (err) {
       const error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
       if (error !== this.#lastError) {
-        this.#o.log.error("dataplane pass failed (last applied state kept)", { error });
+        this.#log.error("dataplane pass failed (last applied state kept)", { error });
       }
       this.#lastError = error;
       return { full, hints, error };

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import type { Logger } from "../core/log.ts";
 import { valueName } from "../core/provider_names.ts";
 import type { Deployment } from "../core/resources.ts";
-import { podDirName } from "./static_pod.ts";
+import { POD_DIR_PATTERN, podDirName } from "./pod_dir.ts";
 import type { ValueProvider } from "./value_provider.ts";
 import { readGeneration, writeGeneration } from "./value_generations.ts";
 
@@ -39,8 +39,6 @@ interface PodState {
   keys: string;
   nextFetch: number;
 }
-
-const DIR_PATTERN = /^[a-z0-9-]{1,63}_[a-z0-9-]{1,63}$/;
 
 /** Keeps value generations of local Deployments current. */
 export class SecretsSync {
@@ -121,7 +119,7 @@ export class SecretsSync {
       throw err;
     }
     for (const e of entries) {
-      if (e.isDirectory && DIR_PATTERN.test(e.name) && !wanted.has(e.name)) {
+      if (e.isDirectory && POD_DIR_PATTERN.test(e.name) && !wanted.has(e.name)) {
         await Deno.remove(path.join(this.#o.secretsDir, e.name), { recursive: true });
       }
     }

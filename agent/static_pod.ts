@@ -7,6 +7,7 @@
 import type { Container, Pod, Volume } from "kubernetes-types/core/v1.d.ts";
 import { canonicalJson } from "../core/canonical_json.ts";
 import { type Deployment, TLS_MOUNT_PATH, VALUES_MOUNT_PATH } from "../core/resources.ts";
+import { podDirName } from "./pod_dir.ts";
 
 /** The annotation that marks a manifest as written by the agent. */
 export const OWNER_ANNOTATION = "podmin.dev/owner";
@@ -21,11 +22,6 @@ export function manifestFileName(namespace: string, name: string): string {
 
 /** Matches names of files the agent may own. */
 export const MANIFEST_FILE_PATTERN = /^podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}\.json$/;
-
-/** The per-Pod directory name under the secrets and TLS roots. */
-export function podDirName(namespace: string, name: string): string {
-  return `${namespace}_${name}`;
-}
 
 /** Options of `renderStaticPod`. */
 export interface RenderOptions {
