@@ -6,9 +6,9 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsLoop } from "../agent/deployments_loop.ts";
-import { SecretsSync } from "../agent/secrets_sync.ts";
-import { AwsValueProvider } from "../agent/value_provider.ts";
+import { DeploymentsLoop } from "../agent/deployments/deployments_loop.ts";
+import { SecretsSync } from "../agent/secrets/secrets_sync.ts";
+import { AwsValueProvider } from "../agent/secrets/value_provider.ts";
 import { applyResources } from "../cli/desired_state.ts";
 import { DEPLOYMENT_INDEX } from "../core/bucket_layout.ts";
 import { parseDeploymentIndex, serializeDeploymentIndex } from "../core/deployment_index.ts";

@@ -6,9 +6,9 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsLoop } from "../agent/deployments_loop.ts";
-import { SecretsSync } from "../agent/secrets_sync.ts";
-import { AwsValueProvider } from "../agent/value_provider.ts";
+import { DeploymentsLoop } from "../agent/deployments/deployments_loop.ts";
+import { SecretsSync } from "../agent/secrets/secrets_sync.ts";
+import { AwsValueProvider } from "../agent/secrets/value_provider.ts";
 import { applyResources, deleteResource } from "../cli/desired_state.ts";
 import { silentLogger } from "../core/log.ts";
 import { parseResource } from "../core/resources.ts";

@@ -11,19 +11,19 @@
  * a Deployment whose declared values were never fetched is not written.
  */
 
-import { DEPLOYMENT_INDEX } from "../core/bucket_layout.ts";
+import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
 import {
   type DeploymentEntry,
   type DeploymentIndex,
   pollDeploymentIndex,
-} from "../core/deployment_index.ts";
-import { PodminError, UnavailableError } from "../core/errors.ts";
-import type { Logger } from "../core/log.ts";
-import type { ObjectStore } from "../core/object_store.ts";
-import type { Deployment } from "../core/resources.ts";
-import { readSpec } from "../core/spec_objects.ts";
+} from "../../core/deployment_index.ts";
+import { PodminError, UnavailableError } from "../../core/errors.ts";
+import type { Logger } from "../../core/log.ts";
+import type { ObjectStore } from "../../core/object_store.ts";
+import type { Deployment } from "../../core/resources.ts";
+import { readSpec } from "../../core/spec_objects.ts";
 import { ManifestDir } from "./manifest_dir.ts";
-import type { SecretsSync } from "./secrets_sync.ts";
+import type { SecretsSync } from "../secrets/secrets_sync.ts";
 import { manifestBytes, manifestFileName, renderStaticPod } from "./static_pod.ts";
 import type { AgentStatus } from "./status.ts";
 

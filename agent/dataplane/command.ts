@@ -1,8 +1,8 @@
 /** `podmin-agent dataplane status`: the node's eBPF Service dataplane as the kernel has it. */
 
-import type { Command } from "../core/cli_kit.ts";
-import { UsageError } from "../core/errors.ts";
-import { formatReport, inspectDataplane } from "./dataplane_status.ts";
+import type { Command } from "../../core/cli_kit.ts";
+import { UsageError } from "../../core/errors.ts";
+import { formatReport, inspectDataplane } from "./status.ts";
 
 const dataplane: Command = {
   name: "dataplane",

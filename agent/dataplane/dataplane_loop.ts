@@ -13,10 +13,10 @@
  *   (the scan backs off while passes keep failing; see `agent/loop.ts`).
  */
 
-import type { Logger } from "../core/log.ts";
-import { silentLogger } from "../core/log.ts";
+import type { Logger } from "../../core/log.ts";
+import { silentLogger } from "../../core/log.ts";
 import type { ApplyResult } from "./dataplane.ts";
-import { Loop } from "./loop.ts";
+import { Loop } from "../loop.ts";
 
 /** What the loop drives (a `Dataplane`). */
 export interface DataplaneTarget {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { parseIpv6Prefix } from "../core/ipv6.ts";
-import { type IpLink, type IpRoute, selectTargets } from "./dataplane_interfaces.ts";
+import { parseIpv6Prefix } from "../../core/ipv6.ts";
+import { type IpLink, type IpRoute, selectTargets } from "./interfaces.ts";
 
 // Shapes as `ip -6 -j route show` and `ip -j link show` print them.
 const links: IpLink[] = [

@@ -5,9 +5,9 @@
  */
 
 import type { Container, Pod, Volume } from "kubernetes-types/core/v1.d.ts";
-import { canonicalJson } from "../core/canonical_json.ts";
-import { type Deployment, TLS_MOUNT_PATH, VALUES_MOUNT_PATH } from "../core/resources.ts";
-import { podDirName } from "./pod_dir.ts";
+import { canonicalJson } from "../../core/canonical_json.ts";
+import { type Deployment, TLS_MOUNT_PATH, VALUES_MOUNT_PATH } from "../../core/resources.ts";
+import { podDirName } from "../pod_dir.ts";
 
 /** The annotation that marks a manifest as written by the agent. */
 export const OWNER_ANNOTATION = "podmin.dev/owner";

@@ -20,15 +20,20 @@
  *   interfaces and re-attaches filters that someone removed or replaced.
  */
 
-import { dataplaneObject } from "../bpf/dataplane_object.ts";
-import { PodminError } from "../core/errors.ts";
-import { parseIpv6Prefix } from "../core/ipv6.ts";
-import { type Logger, silentLogger } from "../core/log.ts";
-import { parseServiceSnapshot } from "../core/service_snapshot.ts";
-import { openMapById, programIdOfFd, programInfo } from "../ffi/bpf_info.ts";
-import type { BpfMap } from "../ffi/bpf_map.ts";
-import { BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfObject, type BpfProgram } from "../ffi/bpf_object.ts";
-import { BpfError } from "../ffi/libbpf.ts";
+import { dataplaneObject } from "../../bpf/dataplane_object.ts";
+import { PodminError } from "../../core/errors.ts";
+import { parseIpv6Prefix } from "../../core/ipv6.ts";
+import { type Logger, silentLogger } from "../../core/log.ts";
+import { parseServiceSnapshot } from "../../core/service_snapshot.ts";
+import { openMapById, programIdOfFd, programInfo } from "../../ffi/bpf_info.ts";
+import type { BpfMap } from "../../ffi/bpf_map.ts";
+import {
+  BPF_TCX_EGRESS,
+  BPF_TCX_INGRESS,
+  BpfObject,
+  type BpfProgram,
+} from "../../ffi/bpf_object.ts";
+import { BpfError } from "../../ffi/libbpf.ts";
 import {
   tcAttach,
   type TcAttachPoint,
@@ -39,14 +44,14 @@ import {
   tcxAttach,
   tcxAvailable,
   tcxDetach,
-} from "../ffi/tc.ts";
+} from "../../ffi/tc.ts";
 import {
   type AttachTarget,
   discoverTargets,
   type Discovery,
   type InterfaceRole,
   listLinks,
-} from "./dataplane_interfaces.ts";
+} from "./interfaces.ts";
 import {
   type Backend,
   compileSnapshot,
@@ -72,7 +77,7 @@ import {
   SIZES,
   type SvcKey,
   svcKeyId,
-} from "./dataplane_maps.ts";
+} from "./maps.ts";
 
 /** tc filter handle of our filters ("PM"). */
 export const TC_HANDLE = 0x504d;

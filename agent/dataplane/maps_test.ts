@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { ValidationError } from "../core/errors.ts";
-import { parseIpv6, parseIpv6Prefix } from "../core/ipv6.ts";
-import { parseServiceSnapshot } from "../core/service_snapshot.ts";
+import { ValidationError } from "../../core/errors.ts";
+import { parseIpv6, parseIpv6Prefix } from "../../core/ipv6.ts";
+import { parseServiceSnapshot } from "../../core/service_snapshot.ts";
 import {
   compileSnapshot,
   decodeBeKey,
@@ -18,7 +18,7 @@ import {
   encodeSvcVal,
   formatSvcKey,
   sumPerCpu,
-} from "./dataplane_maps.ts";
+} from "./maps.ts";
 
 Deno.test("dataplane maps: keys and values round-trip; ports are big-endian, ids host order", () => {
   const key = { vip: parseIpv6("fd00:504d::10"), port: 8080, proto: 6 };

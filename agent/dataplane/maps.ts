@@ -4,9 +4,9 @@
  * snapshot. Pure code: no kernel access.
  */
 
-import { ValidationError } from "../core/errors.ts";
-import { formatIpv6, type Ipv6Prefix, parseIpv6, parseIpv6Prefix } from "../core/ipv6.ts";
-import type { ServiceSnapshot } from "../core/service_snapshot.ts";
+import { ValidationError } from "../../core/errors.ts";
+import { formatIpv6, type Ipv6Prefix, parseIpv6, parseIpv6Prefix } from "../../core/ipv6.ts";
+import type { ServiceSnapshot } from "../../core/service_snapshot.ts";
 
 /** Map names in the object. */
 export const MAPS = {

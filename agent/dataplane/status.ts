@@ -6,18 +6,18 @@
  * programs are not pinned.
  */
 
-import { formatIpv6 } from "../core/ipv6.ts";
+import { formatIpv6 } from "../../core/ipv6.ts";
 import {
   type MapInfo,
   openMapById,
   type ProgInfo,
   programIds,
   programInfo,
-} from "../ffi/bpf_info.ts";
-import type { BpfMap } from "../ffi/bpf_map.ts";
-import { tcQuery } from "../ffi/tc.ts";
+} from "../../ffi/bpf_info.ts";
+import type { BpfMap } from "../../ffi/bpf_map.ts";
+import { tcQuery } from "../../ffi/tc.ts";
 import { TC_HANDLE, TC_PRIORITY } from "./dataplane.ts";
-import { listLinks } from "./dataplane_interfaces.ts";
+import { listLinks } from "./interfaces.ts";
 import {
   decodeBeKey,
   decodeBeVal,
@@ -32,8 +32,8 @@ import {
   PROGRAMS,
   STAT_NAMES,
   sumPerCpu,
-} from "./dataplane_maps.ts";
-import { compareCodeUnits } from "../core/canonical_json.ts";
+} from "./maps.ts";
+import { compareCodeUnits } from "../../core/canonical_json.ts";
 
 /** One of our filters. */
 export interface ReportAttachment {

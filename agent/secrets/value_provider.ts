@@ -2,8 +2,8 @@
 
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
-import { NotFoundError, PermanentStoreError, UnavailableError } from "../core/errors.ts";
-import type { SecretRef } from "../core/resources.ts";
+import { NotFoundError, PermanentStoreError, UnavailableError } from "../../core/errors.ts";
+import type { SecretRef } from "../../core/resources.ts";
 
 /** Something that returns the current value of a named parameter or secret. */
 export interface ValueProvider {

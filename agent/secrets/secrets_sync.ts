@@ -6,10 +6,10 @@
  */
 
 import * as path from "node:path";
-import type { Logger } from "../core/log.ts";
-import { valueName } from "../core/provider_names.ts";
-import type { Deployment } from "../core/resources.ts";
-import { POD_DIR_PATTERN, podDirName } from "./pod_dir.ts";
+import type { Logger } from "../../core/log.ts";
+import { valueName } from "../../core/provider_names.ts";
+import type { Deployment } from "../../core/resources.ts";
+import { POD_DIR_PATTERN, podDirName } from "../pod_dir.ts";
 import type { ValueProvider } from "./value_provider.ts";
 import { readGeneration, writeGeneration } from "./value_generations.ts";
 
