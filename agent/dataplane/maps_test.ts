@@ -2,23 +2,12 @@ import assert from "node:assert/strict";
 import { ValidationError } from "../../core/errors.ts";
 import { parseIpv6, parseIpv6Prefix } from "../../core/ipv6.ts";
 import { parseServiceSnapshot } from "../../core/service_snapshot.ts";
-import {
-  compileSnapshot,
-  decodeBeKey,
-  decodeBeVal,
-  decodeCfg,
-  decodeCt,
-  decodeSvcKey,
-  decodeSvcVal,
-  encodeBeKey,
-  encodeBeVal,
-  encodeCfg,
-  encodeCtKey,
-  encodeSvcKey,
-  encodeSvcVal,
-  formatSvcKey,
-  sumPerCpu,
-} from "./maps.ts";
+import { decodeBeKey, decodeBeVal, encodeBeKey, encodeBeVal } from "./be_map.ts";
+import { decodeCfg, encodeCfg } from "./cfg_map.ts";
+import { decodeCt, encodeCtKey } from "./ct_map.ts";
+import { compileSnapshot } from "./desired_state.ts";
+import { sumPerCpu } from "./stats_map.ts";
+import { decodeSvcKey, decodeSvcVal, encodeSvcKey, encodeSvcVal, formatSvcKey } from "./svc_map.ts";
 
 Deno.test("dataplane maps: keys and values round-trip; ports are big-endian, ids host order", () => {
   const key = { vip: parseIpv6("fd00:504d::10"), port: 8080, proto: 6 };

@@ -6,6 +6,7 @@
  * programs are not pinned.
  */
 
+import { compareCodeUnits } from "../../core/canonical_json.ts";
 import { formatIpv6 } from "../../core/ipv6.ts";
 import {
   type MapInfo,
@@ -16,24 +17,14 @@ import {
 } from "../../ffi/bpf_info.ts";
 import type { BpfMap } from "../../ffi/bpf_map.ts";
 import { tcQuery } from "../../ffi/tc.ts";
-import { TC_HANDLE, TC_PRIORITY } from "./dataplane.ts";
+import { BeMap, formatEndpoint } from "./be_map.ts";
+import { CfgMap, type CfgValue } from "./cfg_map.ts";
+import { type CtEntry, CtMap, DIR } from "./ct_map.ts";
 import { listLinks } from "./interfaces.ts";
-import {
-  decodeBeKey,
-  decodeBeVal,
-  decodeCfg,
-  decodeCt,
-  decodeSvcKey,
-  decodeSvcVal,
-  DIR,
-  formatEndpoint,
-  formatSvcKey,
-  MAPS,
-  PROGRAMS,
-  STAT_NAMES,
-  sumPerCpu,
-} from "./maps.ts";
-import { compareCodeUnits } from "../../core/canonical_json.ts";
+import { TC_HANDLE, TC_PRIORITY } from "./loader.ts";
+import { MAPS, PROGRAMS, readMaps } from "./maps.ts";
+import { StatsMap } from "./stats_map.ts";
+import { formatSvcKey, SvcMap } from "./svc_map.ts";
 
 /** One of our filters. */
 export interface ReportAttachment {
@@ -70,7 +61,7 @@ export interface DataplaneReport {
   programs: ProgInfo[];
   attachments: ReportAttachment[];
   maps: MapInfo[];
-  config?: { serviceCIDR?: string; version: number };
+  config?: CfgValue;
   servicePorts: ReportServicePort[];
   conntrack: { entries: number; flows: ReportFlow[] };
   stats: Record<string, number>;
@@ -134,69 +125,60 @@ export async function inspectDataplane(
       if (opened.has(m.info.name)) m.map.close();
       else opened.set(m.info.name, m.map);
     }
-    const cfg = opened.get(MAPS.cfg)?.lookup(new Uint8Array(4));
-    if (cfg) report.config = decodeCfg(cfg);
-    const slots = new Map<number, Map<number, string>>();
-    for (const [k, v] of opened.get(MAPS.be)?.entries() ?? []) {
-      const { id, slot } = decodeBeKey(k);
-      const b = decodeBeVal(v);
-      if (!slots.has(id)) slots.set(id, new Map());
-      slots.get(id)!.set(slot, formatEndpoint(b.addr, b.port));
-    }
-    for (const [k, v] of opened.get(MAPS.svc)?.entries() ?? []) {
-      const key = decodeSvcKey(k);
-      const { id, count } = decodeSvcVal(v);
+    const wrap = <T>(name: string, typed: new (map: BpfMap) => T) => {
+      const map = opened.get(name);
+      return map && new typed(map);
+    };
+    const content = readMaps({
+      cfg: wrap(MAPS.cfg, CfgMap),
+      svc: wrap(MAPS.svc, SvcMap),
+      be: wrap(MAPS.be, BeMap),
+    });
+    if (content.config) report.config = content.config;
+    for (const p of content.ports) {
       report.servicePorts.push({
-        servicePort: formatSvcKey(key),
-        id,
-        count,
-        backends: Array.from({ length: count }, (_, i) => slots.get(id)?.get(i) ?? "(missing)"),
+        servicePort: formatSvcKey(p.key),
+        id: p.id,
+        count: p.backends.length,
+        backends: p.backends.map((b) => b ? formatEndpoint(b.addr, b.port) : "(missing)"),
       });
     }
     report.servicePorts.sort((a, b) => compareCodeUnits(a.servicePort, b.servicePort));
-    const ct = opened.get(MAPS.ct)?.entries() ?? [];
+    const ct = wrap(MAPS.ct, CtMap)?.flows() ?? [];
     report.conntrack.entries = ct.length;
-    const max = options.maxFlows ?? Infinity;
-    for (const [k, v] of ct.slice(0, max)) {
-      const e = decodeCt(k, v);
-      const key = {
-        saddr: formatIpv6(e.key.saddr),
-        daddr: formatIpv6(e.key.daddr),
-        sport: e.key.sport,
-        dport: e.key.dport,
-      };
-      const value = {
-        saddr: formatIpv6(e.value.saddr),
-        daddr: formatIpv6(e.value.daddr),
-        sport: e.value.sport,
-        dport: e.value.dport,
-      };
-      report.conntrack.flows.push({
-        dir: e.value.dir === DIR.forward
-          ? "forward"
-          : e.value.dir === DIR.reply
-          ? "reply"
-          : String(e.value.dir),
-        proto: PROTO[e.key.proto] ?? String(e.key.proto),
-        match: `[${key.saddr}]:${key.sport} -> [${key.daddr}]:${key.dport}`,
-        rewrite: `[${value.saddr}]:${value.sport} -> [${value.daddr}]:${value.dport}`,
-        key,
-        value,
-      });
-    }
-    const stats = opened.get(MAPS.stats);
-    if (stats) {
-      STAT_NAMES.forEach((name, i) => {
-        const key = new Uint8Array(4);
-        new DataView(key.buffer).setUint32(0, i, true);
-        const v = stats.lookup(key);
-        report.stats[name] = v ? Number(sumPerCpu(v)) : 0;
-      });
-    }
+    report.conntrack.flows = ct.slice(0, options.maxFlows ?? Infinity).map(reportFlow);
+    report.stats = wrap(MAPS.stats, StatsMap)?.counters() ?? {};
   } finally {
     for (const m of opened.values()) m.close();
   }
   return report;
+}
+
+function reportFlow(e: CtEntry): ReportFlow {
+  const key = {
+    saddr: formatIpv6(e.key.saddr),
+    daddr: formatIpv6(e.key.daddr),
+    sport: e.key.sport,
+    dport: e.key.dport,
+  };
+  const value = {
+    saddr: formatIpv6(e.value.saddr),
+    daddr: formatIpv6(e.value.daddr),
+    sport: e.value.sport,
+    dport: e.value.dport,
+  };
+  return {
+    dir: e.value.dir === DIR.forward
+      ? "forward"
+      : e.value.dir === DIR.reply
+      ? "reply"
+      : String(e.value.dir),
+    proto: PROTO[e.key.proto] ?? String(e.key.proto),
+    match: `[${key.saddr}]:${key.sport} -> [${key.daddr}]:${key.dport}`,
+    rewrite: `[${value.saddr}]:${value.sport} -> [${value.daddr}]:${value.dport}`,
+    key,
+    value,
+  };
 }
 
 /** The report as text. */
