@@ -1,6 +1,13 @@
 /** `podmin-agent run` and `podmin-agent status`. */
 
-import { bucketUrl, type Command, type CommandContext, requireString } from "../core/cli_kit.ts";
+import {
+  booleanFlag,
+  bucketUrl,
+  type Command,
+  type CommandContext,
+  requireString,
+  stringFlag,
+} from "../core/cli_kit.ts";
 import { parseDuration } from "../core/duration.ts";
 import { UsageError } from "../core/errors.ts";
 import { createLogger, type Logger } from "../core/log.ts";
@@ -69,40 +76,30 @@ Example:
     "registry-listen": { type: "string", default: REGISTRY_LISTEN },
   },
   async run(ctx) {
-    const v = ctx.values as Record<string, string>;
-    const cluster = checkClusterId(
-      requireString(ctx, "cluster", "the cluster id, e.g. --cluster prod"),
-    );
-    const nodeGroup = checkNodeGroup(requireString(ctx, "nodegroup", "e.g. --nodegroup workers"));
-    if (v.provider !== "aws") {
-      throw new UsageError(`unsupported provider ${JSON.stringify(v.provider)}`, {
-        hint: "use --provider aws",
-      });
-    }
-    const intervalMs = parseDuration(v.interval, "--interval");
-    const region = v.region ?? defaultRegion();
+    const f = runFlags(ctx);
+    const { cluster, nodeGroup, intervalMs, region, stateDir } = f;
     const store = openStore(bucketUrl(ctx), { region });
     const log = createLogger("agent");
     const deployments = new DeploymentsLoop({
       store,
       nodeGroup,
-      manifestDir: v["manifest-dir"],
-      secretsDir: v["secrets-dir"],
-      tlsDir: v["tls-dir"],
+      manifestDir: f.manifestDir,
+      secretsDir: f.secretsDir,
+      tlsDir: f.tlsDir,
       secrets: new SecretsSync({
         cluster,
-        secretsDir: v["secrets-dir"],
+        secretsDir: f.secretsDir,
         provider: new AwsValueProvider({ region }),
-        refreshMs: parseDuration(v["secrets-interval"], "--secrets-interval"),
+        refreshMs: f.secretsIntervalMs,
         log,
       }),
       log,
     });
-    if (ctx.values.once) return await runOnce({ ctx, deployments, stateDir: v["state-dir"] });
+    if (f.once) return await runOnce({ ctx, deployments, stateDir });
 
     const abort = new AbortController();
-    if (v["registry-listen"] !== "off") {
-      hostRegistry({ store, listen: v["registry-listen"], signal: abort.signal, log });
+    if (f.registryListen !== "off") {
+      hostRegistry({ store, listen: f.registryListen, signal: abort.signal, log });
     }
     const loops = [
       new Loop<AgentStatus>({
@@ -114,7 +111,7 @@ Example:
           const { status, unavailable } = await deployments.pass();
           return { status, backOff: unavailable };
         },
-        status: (status) => writeStatus(v["state-dir"], status),
+        status: (status) => writeStatus(stateDir, status),
       }),
     ];
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
@@ -126,6 +123,34 @@ Example:
     return 0;
   },
 };
+
+/** The flags of `run`, typed and checked. */
+function runFlags(ctx: CommandContext) {
+  const cluster = checkClusterId(
+    requireString(ctx, "cluster", "the cluster id, e.g. --cluster prod"),
+  );
+  const nodeGroup = checkNodeGroup(requireString(ctx, "nodegroup", "e.g. --nodegroup workers"));
+  const provider = stringFlag(ctx, "provider") ?? "aws";
+  if (provider !== "aws") {
+    throw new UsageError(`unsupported provider ${JSON.stringify(provider)}`, {
+      hint: "use --provider aws",
+    });
+  }
+  const secretsInterval = stringFlag(ctx, "secrets-interval") ?? DEFAULTS.secretsInterval;
+  return {
+    cluster,
+    nodeGroup,
+    intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
+    region: stringFlag(ctx, "region") ?? defaultRegion(),
+    manifestDir: stringFlag(ctx, "manifest-dir") ?? DEFAULTS.manifestDir,
+    secretsDir: stringFlag(ctx, "secrets-dir") ?? DEFAULTS.secretsDir,
+    tlsDir: stringFlag(ctx, "tls-dir") ?? DEFAULTS.tlsDir,
+    stateDir: stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir,
+    secretsIntervalMs: parseDuration(secretsInterval, "--secrets-interval"),
+    once: booleanFlag(ctx, "once"),
+    registryListen: stringFlag(ctx, "registry-listen") ?? REGISTRY_LISTEN,
+  };
+}
 
 /** `--once`: one deployments pass, its status written; 0 when converged. */
 async function runOnce(options: {
@@ -189,7 +214,7 @@ Reads the status the running agent writes after every pass.`,
     output: { type: "string", short: "o", default: "text" },
   },
   async run(ctx) {
-    const dir = ctx.values["state-dir"] as string;
+    const dir = stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir;
     const s = await readStatus(dir);
     if (!s) {
       ctx.err(`no status in ${dir}: the agent has not completed a pass`);

@@ -1,7 +1,14 @@
 /** `podmin apply | diff | delete | get`: the desired-state commands. */
 
 import { stringify } from "yaml";
-import { bucketUrl, type Command, type CommandContext } from "../core/cli_kit.ts";
+import {
+  booleanFlag,
+  bucketUrl,
+  type Command,
+  type CommandContext,
+  stringFlag,
+  stringsFlag,
+} from "../core/cli_kit.ts";
 import { sortKeys } from "../core/canonical_json.ts";
 import { readDeploymentIndex } from "../core/deployment_index.ts";
 import { UsageError } from "../core/errors.ts";
@@ -47,12 +54,12 @@ Example:
     "dry-run": { type: "boolean", default: false },
   },
   async run(ctx) {
-    const loaded = await loadResourceFiles((ctx.values.filename as string[] | undefined) ?? []);
+    const loaded = await loadResourceFiles(stringsFlag(ctx, "filename"));
     const changes = await applyResources({
       store: storeOf(ctx),
       resources: loaded.map((l) => l.resource),
-      serviceCidr: ctx.values["service-cidr"] as string | undefined,
-      dryRun: ctx.values["dry-run"] as boolean,
+      serviceCidr: stringFlag(ctx, "service-cidr"),
+      dryRun: booleanFlag(ctx, "dry-run"),
     });
     const suffix = ctx.values["dry-run"] ? " (dry run)" : "";
     for (const c of changes) ctx.out(describe(c) + suffix);
@@ -73,7 +80,7 @@ Flags:
   options: { filename: { type: "string", short: "f", multiple: true } },
   async run(ctx) {
     const store = storeOf(ctx);
-    const loaded = await loadResourceFiles((ctx.values.filename as string[] | undefined) ?? []);
+    const loaded = await loadResourceFiles(stringsFlag(ctx, "filename"));
     const resources = loaded.map((l) => l.resource);
     const changes = await applyResources({ store, resources, dryRun: true });
     let changed = false;
@@ -113,7 +120,7 @@ Flags:
         hint: "for example: podmin delete deployment web -n default",
       });
     }
-    const namespace = checkNamespace((ctx.values.namespace as string) ?? DEFAULT_NAMESPACE);
+    const namespace = checkNamespace(stringFlag(ctx, "namespace") ?? DEFAULT_NAMESPACE);
     await deleteResource({
       store: storeOf(ctx),
       kind,
@@ -160,7 +167,7 @@ Flags:
     const [kindArg, ...extra] = ctx.positionals;
     const kind = kindOf(kindArg);
     if (extra.length) throw new UsageError(`unexpected argument ${extra[0]}`);
-    const output = ctx.values.output as string;
+    const output = stringFlag(ctx, "output") ?? "table";
     if (!["table", "json", "yaml"].includes(output)) {
       throw new UsageError(`unknown output format ${output}`, { hint: "use table, json or yaml" });
     }
