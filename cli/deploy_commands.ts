@@ -91,7 +91,9 @@ Flags:
       const next = resources.find((r) =>
         r.kind === c.kind && r.metadata.namespace === c.namespace && r.metadata.name === c.name
       )!;
-      const before = c.before ? prettySorted(await readSpec(store, c.kind, c.before)) : "";
+      const before = c.before
+        ? prettySorted(await readSpec(store, { kind: c.kind, ref: c.before }))
+        : "";
       for (const line of lineDiff(before, prettySorted(next))) {
         if (!line.startsWith("  ")) ctx.out(line);
       }
@@ -182,7 +184,7 @@ Flags:
     if (output !== "table") {
       const items = [];
       for (const e of selected) {
-        const spec = await readSpec(store, kind, e.spec);
+        const spec = await readSpec(store, { kind, ref: e.spec });
         items.push("vip" in e ? { ...spec, status: { vip: e.vip } } : spec);
       }
       ctx.out(output === "json" ? JSON.stringify(items, null, 2) : stringify(items).trimEnd());
@@ -210,7 +212,7 @@ Flags:
       for (
         const e of selected as { namespace: string; name: string; vip: string; spec: string }[]
       ) {
-        const spec = await readSpec(store, "Service", e.spec);
+        const spec = await readSpec(store, { kind: "Service", ref: e.spec });
         rows.push([
           e.namespace,
           e.name,

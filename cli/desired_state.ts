@@ -171,7 +171,7 @@ function withServices(
     if (i >= 0 && next.services[i].spec === spec.ref) continue;
     const vip = i >= 0
       ? next.services[i].vip
-      : allocateVip(next, s.metadata.namespace, s.metadata.name);
+      : allocateVip(next, { namespace: s.metadata.namespace, name: s.metadata.name });
     const entry: ServiceEntry = {
       namespace: s.metadata.namespace,
       name: s.metadata.name,

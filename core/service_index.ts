@@ -124,7 +124,10 @@ export function serializeServiceIndex(index: ServiceIndex): Uint8Array {
  * then linear probing to the first free address. The network address is never
  * used. Throws when the range is full.
  */
-export function allocateVip(index: ServiceIndex, namespace: string, name: string): string {
+export function allocateVip(
+  index: ServiceIndex,
+  { namespace, name }: { namespace: string; name: string },
+): string {
   const prefix = parseIpv6Prefix(index.serviceCIDR);
   const size = prefixSize(prefix);
   const used = new Set(index.services.map((s) => parseIpv6(s.vip)));

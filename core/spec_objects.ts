@@ -38,7 +38,7 @@ export async function writeSpec(store: ObjectStore, spec: EncodedSpec): Promise<
   const key = specKey(spec.kind, spec.ref);
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
-      await putIfAbsent(store, key, spec.bytes, "application/json");
+      await putIfAbsent(store, { key, body: spec.bytes, contentType: "application/json" });
       return;
     } catch (err) {
       if (!(err instanceof PreconditionFailedError)) throw err;
@@ -67,9 +67,7 @@ export function specKey(kind: "Deployment" | "Service", ref: string): string {
  * Throws `ValidationError` on a digest mismatch, bad JSON or a bad schema.
  */
 export function decodeSpec<K extends "Deployment" | "Service">(
-  kind: K,
-  ref: string,
-  bytes: Uint8Array,
+  { kind, ref, bytes }: { kind: K; ref: string; bytes: Uint8Array },
 ): K extends "Deployment" ? Deployment : Service {
   const key = specKey(kind, ref);
   const actual = sha256Hex(bytes);
@@ -90,11 +88,10 @@ export function decodeSpec<K extends "Deployment" | "Service">(
 /** Fetches, verifies and validates a spec. Throws `NotFoundError` when it is missing. */
 export async function readSpec<K extends "Deployment" | "Service">(
   store: ObjectStore,
-  kind: K,
-  ref: string,
+  { kind, ref }: { kind: K; ref: string },
 ): Promise<K extends "Deployment" ? Deployment : Service> {
   const key = specKey(kind, ref);
   const got = await getIfExists(store, key);
   if (!got) throw new NotFoundError(`${key} is missing`, { key });
-  return decodeSpec(kind, ref, got.body);
+  return decodeSpec({ kind, ref, bytes: got.body });
 }

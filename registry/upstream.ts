@@ -24,12 +24,12 @@ export interface UpstreamOptions {
 /** Pulls manifests and blobs from an upstream registry. */
 export class UpstreamSource implements ImageSource {
   readonly name: string;
-  readonly #o: UpstreamOptions;
+  readonly #options: UpstreamOptions;
   readonly #base: string;
   #auth?: string;
 
   constructor(options: UpstreamOptions) {
-    this.#o = options;
+    this.#options = options;
     const { registry, repository } = options.ref;
     const host = registry === "docker.io" ? "registry-1.docker.io" : registry;
     this.#base = `${options.plainHttp ? "http" : "https"}://${host}/v2/${repository}`;
@@ -37,8 +37,8 @@ export class UpstreamSource implements ImageSource {
   }
 
   async root(): Promise<ManifestDoc> {
-    const ref = this.#o.ref.digest ?? this.#o.ref.tag!;
-    return await this.#manifest(ref, this.#o.ref.digest);
+    const ref = this.#options.ref.digest ?? this.#options.ref.tag!;
+    return await this.#manifest(ref, this.#options.ref.digest);
   }
 
   manifest(d: Descriptor): Promise<ManifestDoc> {
@@ -68,7 +68,7 @@ export class UpstreamSource implements ImageSource {
   }
 
   async #get(url: string, headers: Record<string, string>): Promise<Response> {
-    const f = this.#o.fetch ?? fetch;
+    const f = this.#options.fetch ?? fetch;
     for (let attempt = 0; attempt < 2; attempt++) {
       let res: Response;
       try {
@@ -105,7 +105,7 @@ export class UpstreamSource implements ImageSource {
 
   /** Answers a WWW-Authenticate challenge (Bearer token service or Basic). */
   async #authorize(challenge: string): Promise<string> {
-    const creds = this.#o.credentials;
+    const creds = this.#options.credentials;
     const basic = creds ? `Basic ${btoa(creds)}` : undefined;
     const scheme = challenge.split(" ")[0].toLowerCase();
     if (scheme === "basic") {
@@ -126,8 +126,11 @@ export class UpstreamSource implements ImageSource {
     if (!params.realm) throw new PodminError(`${this.name}: bearer challenge without realm`);
     const url = new URL(params.realm);
     if (params.service) url.searchParams.set("service", params.service);
-    url.searchParams.set("scope", params.scope ?? `repository:${this.#o.ref.repository}:pull`);
-    const f = this.#o.fetch ?? fetch;
+    url.searchParams.set(
+      "scope",
+      params.scope ?? `repository:${this.#options.ref.repository}:pull`,
+    );
+    const f = this.#options.fetch ?? fetch;
     const res = await f(url, { headers: basic ? { Authorization: basic } : {} });
     if (!res.ok) {
       await res.body?.cancel();

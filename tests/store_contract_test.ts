@@ -142,12 +142,18 @@ for (const backend of backends) {
   );
 
   t("put-if-absent: second write fails; 16 racing creators, exactly one wins", async (store) => {
-    await putIfAbsent(store, "once", enc.encode("first"));
-    await assert.rejects(putIfAbsent(store, "once", enc.encode("second")), PreconditionFailedError);
+    await putIfAbsent(store, { key: "once", body: enc.encode("first") });
+    await assert.rejects(
+      putIfAbsent(store, { key: "once", body: enc.encode("second") }),
+      PreconditionFailedError,
+    );
     assert.equal(dec.decode((await getIfExists(store, "once"))!.body), "first");
 
     const results = await Promise.allSettled(
-      Array.from({ length: 16 }, (_, i) => putIfAbsent(store, "race", enc.encode(`w${i}`))),
+      Array.from(
+        { length: 16 },
+        (_, i) => putIfAbsent(store, { key: "race", body: enc.encode(`w${i}`) }),
+      ),
     );
     const winners = results.flatMap((r, i) => (r.status === "fulfilled" ? [i] : []));
     assert.equal(winners.length, 1, `winners: ${winners}`);
@@ -165,7 +171,7 @@ for (const backend of backends) {
         const results = await Promise.allSettled(
           Array.from(
             { length: 32 },
-            (_, i) => putIfMatch(store, "cas", enc.encode(`r${round}-w${i}`), etag),
+            (_, i) => putIfMatch(store, { key: "cas", body: enc.encode(`r${round}-w${i}`), etag }),
           ),
         );
         const winners = results.flatMap((r, i) => (r.status === "fulfilled" ? [i] : []));
@@ -182,7 +188,7 @@ for (const backend of backends) {
 
   t("put-if-match on an absent key fails", async (store) => {
     await assert.rejects(
-      putIfMatch(store, "nothing-here", enc.encode("x"), '"0123"'),
+      putIfMatch(store, { key: "nothing-here", body: enc.encode("x"), etag: '"0123"' }),
       PreconditionFailedError,
     );
   });

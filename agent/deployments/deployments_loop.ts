@@ -47,7 +47,7 @@ export interface PassResult {
 
 /** One agent's deployments loop; call `pass()` repeatedly. */
 export class DeploymentsLoop {
-  readonly #o: DeploymentsLoopOptions;
+  readonly #options: DeploymentsLoopOptions;
   readonly #dir: ManifestDir;
   #etag?: string;
   #index?: DeploymentIndex;
@@ -57,7 +57,7 @@ export class DeploymentsLoop {
   #reported = "";
 
   constructor(options: DeploymentsLoopOptions) {
-    this.#o = options;
+    this.#options = options;
     this.#dir = new ManifestDir(options.manifestDir);
   }
 
@@ -70,7 +70,7 @@ export class DeploymentsLoop {
 
     // 1. The index: a not-modified GET when nothing changed.
     try {
-      const poll = await pollDeploymentIndex(this.#o.store, this.#etag);
+      const poll = await pollDeploymentIndex(this.#options.store, this.#etag);
       if (poll.state === "absent") {
         this.#etag = undefined;
         this.#index = poll.index;
@@ -97,7 +97,7 @@ export class DeploymentsLoop {
     if (!this.#indexError) this.#lastSync = new Date().toISOString();
 
     // 2. This NodeGroup's entries and their specs (fetched once per digest).
-    const mine = this.#index.deployments.filter((e) => e.nodeGroup === this.#o.nodeGroup);
+    const mine = this.#index.deployments.filter((e) => e.nodeGroup === this.#options.nodeGroup);
     const keep = new Set<string>();
     const keepRefs = new Set<string>();
     const ready: { entry: DeploymentEntry; deployment: Deployment }[] = [];
@@ -115,7 +115,7 @@ export class DeploymentsLoop {
     }
 
     // 3. Provider values; a Deployment is written only once its values exist.
-    const secrets = await this.#o.secrets.sync(ready.map((r) => r.deployment));
+    const secrets = await this.#options.secrets.sync(ready.map((r) => r.deployment));
     errors.push(...secrets.errors);
 
     // 4. Render and converge the directory.
@@ -131,26 +131,26 @@ export class DeploymentsLoop {
       const pod = renderStaticPod({
         deployment,
         specRef: entry.spec,
-        secretsDir: this.#o.secretsDir,
-        tlsDir: this.#o.tlsDir,
+        secretsDir: this.#options.secretsDir,
+        tlsDir: this.#options.tlsDir,
       });
       desired.set(file, manifestBytes(pod));
     }
     try {
       const changes = await this.#dir.converge(desired, keep);
-      for (const f of changes.written) this.#o.log.info("manifest written", { file: f });
-      for (const f of changes.removed) this.#o.log.info("manifest removed", { file: f });
+      for (const f of changes.written) this.#options.log.info("manifest written", { file: f });
+      for (const f of changes.removed) this.#options.log.info("manifest removed", { file: f });
       for (const f of changes.refused) {
         errors.push(
-          `${this.#o.manifestDir}/${f} exists and is not Podmin's; remove it to let the agent write it`,
+          `${this.#options.manifestDir}/${f} exists and is not Podmin's; remove it to let the agent write it`,
         );
       }
       // Values of Pods that left this node go only after their manifests did.
-      await this.#o.secrets.prune(
+      await this.#options.secrets.prune(
         new Set([...keepRefs, ...ready.map((r) => `${r.entry.namespace}/${r.entry.name}`)]),
       );
     } catch (err) {
-      errors.push(`writing ${this.#o.manifestDir}: ${(err as Error).message}`);
+      errors.push(`writing ${this.#options.manifestDir}: ${(err as Error).message}`);
     }
     return {
       status: await this.#finish(errors, pending, mine.map((e) => `${e.namespace}/${e.name}`)),
@@ -160,7 +160,7 @@ export class DeploymentsLoop {
 
   async #spec(entry: DeploymentEntry): Promise<Deployment> {
     const d = this.#specs.get(entry.spec) ??
-      await readSpec(this.#o.store, "Deployment", entry.spec);
+      await readSpec(this.#options.store, { kind: "Deployment", ref: entry.spec });
     // Checked on every use, cached or not: an index entry may reuse another entry's digest.
     if (
       d.metadata.namespace !== entry.namespace || d.metadata.name !== entry.name ||
@@ -184,14 +184,14 @@ export class DeploymentsLoop {
   ): Promise<AgentStatus> {
     const report = errors.join("\n");
     if (report !== this.#reported) {
-      if (report) this.#o.log.error("not converged", { errors });
-      else this.#o.log.info("converged", { generation: this.#index?.generation });
+      if (report) this.#options.log.error("not converged", { errors });
+      else this.#options.log.info("converged", { generation: this.#index?.generation });
       this.#reported = report;
     }
     const onDisk = [...(await this.#dir.readOwned().catch(() => new Map())).keys()];
     return {
-      nodeGroup: this.#o.nodeGroup,
-      bucket: this.#o.store.url,
+      nodeGroup: this.#options.nodeGroup,
+      bucket: this.#options.store.url,
       lastSync: this.#lastSync,
       lastAttempt: new Date().toISOString(),
       indexGeneration: this.#index?.generation,

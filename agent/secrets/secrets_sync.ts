@@ -42,11 +42,11 @@ interface PodState {
 
 /** Keeps value generations of local Deployments current. */
 export class SecretsSync {
-  readonly #o: SecretsSyncOptions;
+  readonly #options: SecretsSyncOptions;
   readonly #state = new Map<string, PodState>();
 
   constructor(options: SecretsSyncOptions) {
-    this.#o = options;
+    this.#options = options;
   }
 
   /**
@@ -60,9 +60,9 @@ export class SecretsSync {
     const withSecrets = deployments.filter((d) => d.spec.secrets?.length);
     if (!withSecrets.length) return result;
     try {
-      await Deno.mkdir(this.#o.secretsDir, { recursive: true, mode: 0o700 });
+      await Deno.mkdir(this.#options.secretsDir, { recursive: true, mode: 0o700 });
     } catch (err) {
-      result.errors.push(`values directory ${this.#o.secretsDir}: ${(err as Error).message}`);
+      result.errors.push(`values directory ${this.#options.secretsDir}: ${(err as Error).message}`);
       return result;
     }
     await Promise.all(withSecrets.map((d) => this.#syncOne(d, now, result)));
@@ -73,25 +73,31 @@ export class SecretsSync {
     const secrets = d.spec.secrets!;
     const { namespace, name } = d.metadata;
     const ref = `${namespace}/${name}`;
-    const dir = path.join(this.#o.secretsDir, podDirName(namespace, name));
+    const dir = path.join(this.#options.secretsDir, podDirName(namespace, name));
     const keys = secrets.map((s) => `${s.from}:${s.key}`).join(",");
     const st = this.#state.get(ref);
     if (!st || st.keys !== keys || now >= st.nextFetch) {
       try {
         const fetched = await Promise.all(
           secrets.map((s) =>
-            this.#o.provider.fetch(s.from, valueName(this.#o.cluster, namespace, name, s.key))
+            this.#options.provider.fetch(
+              s.from,
+              valueName({ cluster: this.#options.cluster, namespace, podName: name, key: s.key }),
+            )
           ),
         );
         const values = new Map(secrets.map((s, i) => [s.key, fetched[i]]));
         if (await writeGeneration(dir, values)) {
           result.rotated.push(ref);
-          this.#o.log.info("values generation swapped", { deployment: ref, keys: values.size });
+          this.#options.log.info("values generation swapped", {
+            deployment: ref,
+            keys: values.size,
+          });
         }
-        this.#state.set(ref, { keys, nextFetch: now + this.#o.refreshMs });
+        this.#state.set(ref, { keys, nextFetch: now + this.#options.refreshMs });
       } catch (err) {
         result.errors.push(`values of ${ref}: ${(err as Error).message}`);
-        this.#state.set(ref, { keys, nextFetch: now + (this.#o.retryMs ?? 5_000) });
+        this.#state.set(ref, { keys, nextFetch: now + (this.#options.retryMs ?? 5_000) });
       }
     }
     try {
@@ -113,14 +119,14 @@ export class SecretsSync {
     );
     let entries: Deno.DirEntry[];
     try {
-      entries = await Array.fromAsync(Deno.readDir(this.#o.secretsDir));
+      entries = await Array.fromAsync(Deno.readDir(this.#options.secretsDir));
     } catch (err) {
       if (err instanceof Deno.errors.NotFound) return;
       throw err;
     }
     for (const e of entries) {
       if (e.isDirectory && POD_DIR_PATTERN.test(e.name) && !wanted.has(e.name)) {
-        await Deno.remove(path.join(this.#o.secretsDir, e.name), { recursive: true });
+        await Deno.remove(path.join(this.#options.secretsDir, e.name), { recursive: true });
       }
     }
     for (const ref of [...this.#state.keys()]) if (!keep.has(ref)) this.#state.delete(ref);

@@ -3,7 +3,7 @@
  * a generated configuration the way a reviewer would (by resource type, by reference).
  */
 
-import type { ClusterSpec, InfraInputs, NodeGroupSpec } from "./cluster_spec.ts";
+import type { ClusterSpec, InfraInputs, NodeGroupSpec } from "./infra_inputs.ts";
 import type { PolicyDocument } from "./iam.ts";
 import type { TfBody, TofuConfig } from "./tofu_json.ts";
 

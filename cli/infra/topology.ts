@@ -20,8 +20,8 @@
 import { ValidationError } from "../../core/errors.ts";
 import { sha256Hex } from "../../core/digest.ts";
 import { type Cidr, formatCidr, overlaps, parseCidr, subnetOf } from "./cidr.ts";
-import type { CheckedInputs, CheckedNodeGroup } from "./cluster_spec.ts";
-import { zoneLetter } from "./cluster_spec.ts";
+import type { CheckedInputs, CheckedNodeGroup } from "./infra_inputs.ts";
+import { zoneLetter } from "./infra_inputs.ts";
 import { type Architecture, architectureOf } from "./instance_types.ts";
 
 /** Minutes setup (and `wait_for_capacity_timeout`) waits for a NodeGroup's ASG. */

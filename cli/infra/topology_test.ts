@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ValidationError } from "../../core/errors.ts";
 import { formatCidr, overlaps, parseCidr, parseIpv4Cidr, subnetOf } from "./cidr.ts";
-import { checkInfraInputs } from "./cluster_spec.ts";
+import { checkInfraInputs } from "./infra_inputs.ts";
 import { generateTofu } from "./generate_tofu.ts";
 import { boundedName, planTopology } from "./topology.ts";
 import { nodeGroup, resources, sampleInputs } from "./test_support.ts";

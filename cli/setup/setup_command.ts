@@ -61,7 +61,7 @@ import {
   renderUserData,
   SOURCES_DETECT,
 } from "../../vmconfig/render_user_data.ts";
-import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/cluster_spec.ts";
+import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/infra_inputs.ts";
 import { describeInfra, generateTofu, serializeTofu } from "../infra/generate_tofu.ts";
 import { architectureOf } from "../infra/instance_types.ts";
 import { checkTofuSyntax } from "../infra/tofu_syntax.ts";
