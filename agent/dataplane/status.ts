@@ -69,11 +69,8 @@ export interface DataplaneReport {
 
 const PROTO: Record<number, string> = { 6: "TCP", 17: "UDP" };
 
-/** Reads the dataplane state of this network namespace. `maxFlows` bounds the listed flows. */
-export async function inspectDataplane(
-  options: { maxFlows?: number } = {},
-): Promise<DataplaneReport> {
-  const ours = new Set<string>(Object.values(PROGRAMS));
+/** Our tc filters (handle/priority, program named as ours) on every interface. */
+async function ourAttachments(ours: Set<string>): Promise<ReportAttachment[]> {
   const attachments: ReportAttachment[] = [];
   const names = new Map<number, string>();
   for (const link of await listLinks()) {
@@ -97,6 +94,15 @@ export async function inspectDataplane(
       });
     }
   }
+  return attachments;
+}
+
+/** Reads the dataplane state of this network namespace. `maxFlows` bounds the listed flows. */
+export async function inspectDataplane(
+  options: { maxFlows?: number } = {},
+): Promise<DataplaneReport> {
+  const ours = new Set<string>(Object.values(PROGRAMS));
+  const attachments = await ourAttachments(ours);
   const programs: ProgInfo[] = [];
   for (const id of programIds()) {
     const info = programInfo(id);

@@ -65,30 +65,12 @@ export class DeploymentsLoop {
   async pass(): Promise<PassResult> {
     const errors: string[] = [];
     const pending: AgentStatus["pending"] = [];
-    let unavailable = false;
-    let readFailed = false;
 
     // 1. The index: a not-modified GET when nothing changed.
-    try {
-      const poll = await pollDeploymentIndex(this.#options.store, this.#etag);
-      if (poll.state === "absent") {
-        this.#etag = undefined;
-        this.#index = poll.index;
-        this.#indexError = undefined;
-      } else if (poll.state === "changed") {
-        this.#etag = poll.etag;
-        this.#index = poll.index;
-        this.#indexError = undefined;
-      } else if (poll.state === "rejected") {
-        this.#etag = poll.etag;
-        this.#indexError =
-          `rejected ${DEPLOYMENT_INDEX} (keeping the last good state): ${poll.error.message}`;
-      }
-    } catch (err) {
-      unavailable = err instanceof UnavailableError;
-      readFailed = true;
-      errors.push(`reading ${DEPLOYMENT_INDEX}: ${(err as Error).message}`);
-    }
+    const read = await this.#readIndex();
+    let unavailable = read.unavailable;
+    const readFailed = read.error !== undefined;
+    if (read.error) errors.push(read.error);
     if (this.#indexError) errors.push(this.#indexError);
     if (!this.#index || readFailed) {
       // No trustworthy desired state this pass: leave the node as it is.
@@ -136,26 +118,71 @@ export class DeploymentsLoop {
       });
       desired.set(file, manifestBytes(pod));
     }
-    try {
-      const changes = await this.#dir.converge(desired, keep);
-      for (const f of changes.written) this.#options.log.info("manifest written", { file: f });
-      for (const f of changes.removed) this.#options.log.info("manifest removed", { file: f });
-      for (const f of changes.refused) {
-        errors.push(
-          `${this.#options.manifestDir}/${f} exists and is not Podmin's; remove it to let the agent write it`,
-        );
-      }
-      // Values of Pods that left this node go only after their manifests did.
-      await this.#options.secrets.prune(
-        new Set([...keepRefs, ...ready.map((r) => `${r.entry.namespace}/${r.entry.name}`)]),
-      );
-    } catch (err) {
-      errors.push(`writing ${this.#options.manifestDir}: ${(err as Error).message}`);
-    }
+    errors.push(
+      ...await this.#writeManifests({
+        desired,
+        keep,
+        // Values of Pods that left this node go only after their manifests did.
+        keepValues: new Set([
+          ...keepRefs,
+          ...ready.map((r) => `${r.entry.namespace}/${r.entry.name}`),
+        ]),
+      }),
+    );
     return {
       status: await this.#finish(errors, pending, mine.map((e) => `${e.namespace}/${e.name}`)),
       unavailable,
     };
+  }
+
+  /** Polls the index and updates the last good one; a failed read returns why. */
+  async #readIndex(): Promise<{ error?: string; unavailable: boolean }> {
+    try {
+      const poll = await pollDeploymentIndex(this.#options.store, this.#etag);
+      if (poll.state === "absent") {
+        this.#etag = undefined;
+        this.#index = poll.index;
+        this.#indexError = undefined;
+      } else if (poll.state === "changed") {
+        this.#etag = poll.etag;
+        this.#index = poll.index;
+        this.#indexError = undefined;
+      } else if (poll.state === "rejected") {
+        this.#etag = poll.etag;
+        this.#indexError =
+          `rejected ${DEPLOYMENT_INDEX} (keeping the last good state): ${poll.error.message}`;
+      }
+      return { unavailable: false };
+    } catch (err) {
+      return {
+        error: `reading ${DEPLOYMENT_INDEX}: ${(err as Error).message}`,
+        unavailable: err instanceof UnavailableError,
+      };
+    }
+  }
+
+  /** Converges the manifest directory, then prunes value directories; returns the errors. */
+  async #writeManifests(options: {
+    desired: Map<string, Uint8Array>;
+    keep: Set<string>;
+    keepValues: Set<string>;
+  }): Promise<string[]> {
+    const { manifestDir, log } = this.#options;
+    const errors: string[] = [];
+    try {
+      const changes = await this.#dir.converge(options.desired, options.keep);
+      for (const f of changes.written) log.info("manifest written", { file: f });
+      for (const f of changes.removed) log.info("manifest removed", { file: f });
+      for (const f of changes.refused) {
+        errors.push(
+          `${manifestDir}/${f} exists and is not Podmin's; remove it to let the agent write it`,
+        );
+      }
+      await this.#options.secrets.prune(options.keepValues);
+    } catch (err) {
+      errors.push(`writing ${manifestDir}: ${(err as Error).message}`);
+    }
+    return errors;
   }
 
   async #spec(entry: DeploymentEntry): Promise<Deployment> {

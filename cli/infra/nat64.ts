@@ -80,7 +80,20 @@ function addNat64Group(g: GenContext, nat: Nat64Plan): void {
     tags,
   });
 
-  builder.resource("aws_autoscaling_group", name, {
+  addNat64Asg(g, { nat, name, subnet, tags });
+}
+
+/** The NAT64 group's ASG: one instance, rolled on every launch template change. */
+function addNat64Asg(
+  g: GenContext,
+  { nat, name, subnet, tags }: {
+    nat: Nat64Plan;
+    name: string;
+    subnet: string;
+    tags: Record<string, string>;
+  },
+): void {
+  g.builder.resource("aws_autoscaling_group", name, {
     name: nat.asgName,
     min_size: 1,
     max_size: 1,
