@@ -3,7 +3,7 @@
  *
  * Two implementations keep the same contract: `S3Store` (AWS S3 and moto) and
  * `FsStore` (a directory, for local clusters and fast tests). The contract is
- * exercised against both by `tests/store_contract_test.ts`.
+ * exercised against both by `tests/store/contract_test.ts`.
  */
 
 import { NotFoundError } from "./errors.ts";

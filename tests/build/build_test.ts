@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 
-const root = new URL("../", import.meta.url).pathname;
+const root = new URL("../../", import.meta.url).pathname;
 
 async function sh(args: string[], cwd = root) {
   const out = await new Deno.Command(args[0], {

@@ -10,11 +10,11 @@ import {
   NotFoundError,
   PreconditionFailedError,
   UnavailableError,
-} from "../core/errors.ts";
-import { FsStore } from "../core/fs_store.ts";
-import { getIfExists, type ObjectStore, putIfAbsent, putIfMatch } from "../core/object_store.ts";
-import { S3Store } from "../core/s3_store.ts";
-import { moto } from "./harness/moto.ts";
+} from "../../core/errors.ts";
+import { FsStore } from "../../core/fs_store.ts";
+import { getIfExists, type ObjectStore, putIfAbsent, putIfMatch } from "../../core/object_store.ts";
+import { S3Store } from "../../core/s3_store.ts";
+import { moto } from "../harness/moto.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

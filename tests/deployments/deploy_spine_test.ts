@@ -6,12 +6,12 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DEPLOYMENT_INDEX } from "../core/bucket_layout.ts";
-import { parseDeploymentIndex } from "../core/deployment_index.ts";
-import { getIfExists, type ObjectStore } from "../core/object_store.ts";
-import { openStore } from "../core/store_url.ts";
-import { moto } from "./harness/moto.ts";
-import { agent, nodeAgentArgs, podmin, spawnAgent, waitFor } from "./harness/programs.ts";
+import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
+import { parseDeploymentIndex } from "../../core/deployment_index.ts";
+import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { openStore } from "../../core/store_url.ts";
+import { moto } from "../harness/moto.ts";
+import { agent, nodeAgentArgs, podmin, spawnAgent, waitFor } from "../harness/programs.ts";
 
 interface Cluster {
   url: string;
@@ -286,7 +286,7 @@ Deno.test("deploy spine [s3 (moto)]: 2 concurrent CLIs × 50 applies → the ind
     for (let i = 0; i < 100; i++) {
       await writeFile(tmp, `d${i}.yaml`, deploymentYaml(`d${i}`, "workers"));
     }
-    const entry = new URL("../cli/main.ts", import.meta.url).pathname;
+    const entry = new URL("../../cli/main.ts", import.meta.url).pathname;
     const cli = (from: number) =>
       new Deno.Command("bash", {
         args: [

@@ -8,14 +8,14 @@ import assert from "node:assert/strict";
 import * as path from "node:path";
 import { HeadBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
-import { ensureClusterCas } from "../cli/setup/cluster_cas.ts";
-import { DEPLOYMENT_INDEX, INFRA_CONFIG } from "../core/bucket_layout.ts";
-import { getIfExists } from "../core/object_store.ts";
-import { S3Store } from "../core/s3_store.ts";
-import { moto } from "./harness/moto.ts";
-import { podmin } from "./harness/programs.ts";
+import { ensureClusterCas } from "../../cli/setup/cluster_cas.ts";
+import { DEPLOYMENT_INDEX, INFRA_CONFIG } from "../../core/bucket_layout.ts";
+import { getIfExists } from "../../core/object_store.ts";
+import { S3Store } from "../../core/s3_store.ts";
+import { moto } from "../harness/moto.ts";
+import { podmin } from "../harness/programs.ts";
 
-const recorder = new URL("./fixtures/tofu_recorder.sh", import.meta.url).pathname;
+const recorder = new URL("../fixtures/tofu_recorder.sh", import.meta.url).pathname;
 
 async function records(
   file: string,

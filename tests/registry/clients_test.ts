@@ -6,13 +6,13 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
-import { renderHostsToml } from "../registry/containerd_hosts.ts";
-import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
-import { staticHello, writeOciLayout } from "./fixtures/oci_image.ts";
-import { freePort, moto } from "./harness/moto.ts";
-import { nodeAgentArgs, podmin, spawnAgent, waitFor } from "./harness/programs.ts";
-import { run, startRegistry } from "./harness/registry.ts";
-import { testWith } from "./harness/requirements.ts";
+import { renderHostsToml } from "../../registry/containerd_hosts.ts";
+import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";
+import { staticHello, writeOciLayout } from "../fixtures/oci_image.ts";
+import { freePort, moto } from "../harness/moto.ts";
+import { nodeAgentArgs, podmin, spawnAgent, waitFor } from "../harness/programs.ts";
+import { run, startRegistry } from "../harness/registry.ts";
+import { testWith } from "../harness/requirements.ts";
 
 const sha = (b: Uint8Array) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
 

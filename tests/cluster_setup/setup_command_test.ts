@@ -24,19 +24,19 @@ import {
   DEPLOYMENT_INDEX,
   imageTagKey,
   INFRA_CONFIG,
-} from "../core/bucket_layout.ts";
-import { parseDependencyManifest } from "../core/dependency_manifest.ts";
-import { getIfExists } from "../core/object_store.ts";
-import { S3Store } from "../core/s3_store.ts";
-import { writeOciLayout } from "./fixtures/oci_image.ts";
-import { serveFiles } from "./harness/file_server.ts";
-import { freePort, moto } from "./harness/moto.ts";
-import { podmin, waitFor } from "./harness/programs.ts";
-import { run } from "./harness/registry.ts";
-import { testWith } from "./harness/requirements.ts";
+} from "../../core/bucket_layout.ts";
+import { parseDependencyManifest } from "../../core/dependency_manifest.ts";
+import { getIfExists } from "../../core/object_store.ts";
+import { S3Store } from "../../core/s3_store.ts";
+import { writeOciLayout } from "../fixtures/oci_image.ts";
+import { serveFiles } from "../harness/file_server.ts";
+import { freePort, moto } from "../harness/moto.ts";
+import { podmin, waitFor } from "../harness/programs.ts";
+import { run } from "../harness/registry.ts";
+import { testWith } from "../harness/requirements.ts";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-const recorder = new URL("./fixtures/tofu_recorder.sh", import.meta.url).pathname;
+const recorder = new URL("../fixtures/tofu_recorder.sh", import.meta.url).pathname;
 
 function randomBytes(n: number): Uint8Array {
   const out = new Uint8Array(n);
@@ -250,7 +250,7 @@ testWith(
       files.set("kubelet", randomBytes(30_000_000));
       await Deno.writeTextFile(`${tmp}/catalog.json`, JSON.stringify(catalog(true)));
       const child = new Deno.Command(Deno.execPath(), {
-        args: ["run", "-A", new URL("../cli/main.ts", import.meta.url).pathname, ...args],
+        args: ["run", "-A", new URL("../../cli/main.ts", import.meta.url).pathname, ...args],
         env,
         stdout: "null",
         stderr: "piped",

@@ -7,19 +7,19 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
-import { DependencyCache } from "../cli/setup/dependency_cache.ts";
-import type { Catalog } from "../cli/setup/dependency_catalog.ts";
+import { DependencyCache } from "../../cli/setup/dependency_cache.ts";
+import type { Catalog } from "../../cli/setup/dependency_catalog.ts";
 import {
   planDependencies,
   publishDependencies,
   wantedDependencies,
-} from "../cli/setup/dependency_sync.ts";
-import { DEPENDENCY_MANIFEST } from "../core/bucket_layout.ts";
-import { parseDependencyManifest } from "../core/dependency_manifest.ts";
-import { getIfExists, type ObjectStore } from "../core/object_store.ts";
-import { S3Store } from "../core/s3_store.ts";
-import { serveFiles } from "./harness/file_server.ts";
-import { moto } from "./harness/moto.ts";
+} from "../../cli/setup/dependency_sync.ts";
+import { DEPENDENCY_MANIFEST } from "../../core/bucket_layout.ts";
+import { parseDependencyManifest } from "../../core/dependency_manifest.ts";
+import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { S3Store } from "../../core/s3_store.ts";
+import { serveFiles } from "../harness/file_server.ts";
+import { moto } from "../harness/moto.ts";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 

@@ -6,14 +6,14 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsLoop } from "../agent/deployments/deployments_loop.ts";
-import { SecretsSync } from "../agent/secrets/secrets_sync.ts";
-import { AwsValueProvider } from "../agent/secrets/value_provider.ts";
-import { applyResources, deleteResource } from "../cli/desired_state.ts";
-import { silentLogger } from "../core/log.ts";
-import { parseResource } from "../core/resources.ts";
-import { openStore } from "../core/store_url.ts";
-import { deleteParameter, moto, putParameter, putSecret } from "./harness/moto.ts";
+import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
+import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
+import { applyResources, deleteResource } from "../../cli/desired_state.ts";
+import { silentLogger } from "../../core/log.ts";
+import { parseResource } from "../../core/resources.ts";
+import { openStore } from "../../core/store_url.ts";
+import { deleteParameter, moto, putParameter, putSecret } from "../harness/moto.ts";
 
 const web = parseResource({
   apiVersion: "podmin.dev/v1",

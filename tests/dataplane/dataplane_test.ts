@@ -12,8 +12,8 @@
  */
 
 import assert from "node:assert/strict";
-import { testWith } from "./harness/requirements.ts";
-import { Driver, type LineProcess, nsRun, sh, Topology } from "./fixtures/dataplane_topology.ts";
+import { testWith } from "../harness/requirements.ts";
+import { Driver, type LineProcess, nsRun, sh, Topology } from "../fixtures/dataplane_topology.ts";
 
 const CIDR = "fd00:504d::/112";
 const WEB = "fd00:504d::10";

@@ -1,8 +1,8 @@
 /** Killing a writer in the middle of a filesystem-store write never leaves a torn object. */
 
 import assert from "node:assert/strict";
-import { PermanentStoreError } from "../core/errors.ts";
-import { FsStore } from "../core/fs_store.ts";
+import { PermanentStoreError } from "../../core/errors.ts";
+import { FsStore } from "../../core/fs_store.ts";
 
 const SIZE = 16 * 1024 * 1024;
 
@@ -26,7 +26,7 @@ Deno.test("fs store: SIGKILL during writes leaves the old or the new object, nev
         args: [
           "run",
           "-A",
-          new URL("./fixtures/fs_store_writer.ts", import.meta.url).pathname,
+          new URL("../fixtures/fs_store_writer.ts", import.meta.url).pathname,
           root,
           "crash/object",
         ],
