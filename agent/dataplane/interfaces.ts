@@ -75,9 +75,7 @@ function live(r: IpRoute): boolean {
 
 /** Selects attach targets from routes and links (pure; see the module comment). */
 export function selectTargets(
-  routes: IpRoute[],
-  links: IpLink[],
-  podPrefix?: Ipv6Prefix,
+  { routes, links, podPrefix }: { routes: IpRoute[]; links: IpLink[]; podPrefix?: Ipv6Prefix },
 ): Discovery {
   const roles = new Map<string, Set<InterfaceRole>>();
   const add = (dev: string, role: InterfaceRole) => {
@@ -165,5 +163,5 @@ export async function discoverTargets(podPrefix?: Ipv6Prefix): Promise<Discovery
     ipJson<IpRoute[]>(["-6", "route", "show", "table", "main"]),
     listLinks(),
   ]);
-  return selectTargets(routes, links, podPrefix);
+  return selectTargets({ routes, links, podPrefix });
 }

@@ -25,7 +25,7 @@ const routes: IpRoute[] = [
 ];
 
 Deno.test("dataplane interfaces: Pod veths, the Pod ENI and the lowest-metric default route", () => {
-  const d = selectTargets(routes, links, parseIpv6Prefix("2600:1f14:a:b:1::/80"));
+  const d = selectTargets({ routes, links, podPrefix: parseIpv6Prefix("2600:1f14:a:b:1::/80") });
   assert.deepEqual(d.targets, [
     { ifindex: 2, name: "ens5", roles: ["default"] },
     { ifindex: 3, name: "ens6", roles: ["eni"] },
@@ -36,7 +36,7 @@ Deno.test("dataplane interfaces: Pod veths, the Pod ENI and the lowest-metric de
 });
 
 Deno.test("dataplane interfaces: without a prefix only the default route; dead routes and non-Ethernet devices", () => {
-  assert.deepEqual(selectTargets(routes, links).targets, [
+  assert.deepEqual(selectTargets({ routes, links }).targets, [
     { ifindex: 2, name: "ens5", roles: ["default"] },
   ]);
   // A linkdown default loses to a live one even with a lower metric.
@@ -44,14 +44,17 @@ Deno.test("dataplane interfaces: without a prefix only the default route; dead r
     { dst: "default", dev: "ens5", metric: 1, flags: ["linkdown"] },
     { dst: "default", dev: "ens6", metric: 500, flags: [] },
   ];
-  assert.deepEqual(selectTargets(r2, links).targets.map((t) => t.name), ["ens6"]);
+  assert.deepEqual(selectTargets({ routes: r2, links }).targets.map((t) => t.name), ["ens6"]);
   // Multipath default: every next hop's device.
   const r3: IpRoute[] = [{
     dst: "default",
     metric: 10,
     nexthops: [{ dev: "ens5", gateway: "fe80::1" }, { dev: "ens6", gateway: "fe80::2" }],
   }];
-  assert.deepEqual(selectTargets(r3, links).targets.map((t) => t.name), ["ens5", "ens6"]);
+  assert.deepEqual(selectTargets({ routes: r3, links }).targets.map((t) => t.name), [
+    "ens5",
+    "ens6",
+  ]);
   // The ENI and default route on one device: one target with both roles.
   const r4: IpRoute[] = [
     { dst: "2600:1f14:a:b::/64", dev: "ens5", metric: 256 },
@@ -59,7 +62,11 @@ Deno.test("dataplane interfaces: without a prefix only the default route; dead r
     { dst: "2600:1f14:a:b:1::/96", dev: "wg0", metric: 100 },
     { dst: "2600:1f14:a:b:1::99", dev: "gone0", metric: 100 },
   ];
-  const d = selectTargets(r4, links, parseIpv6Prefix("2600:1f14:a:b:1::/80"));
+  const d = selectTargets({
+    routes: r4,
+    links,
+    podPrefix: parseIpv6Prefix("2600:1f14:a:b:1::/80"),
+  });
   assert.deepEqual(d.targets, [{ ifindex: 2, name: "ens5", roles: ["eni", "default"] }]);
   assert.deepEqual(d.skipped, [
     { name: "wg0", reason: "link type none is not Ethernet" },

@@ -86,8 +86,7 @@ export function wantedDependencies(options: {
 /** Compares the wanted set with a manifest. */
 export function planAgainst(
   wanted: Omit<PlannedDependency, "action">[],
-  current: DependencyManifest,
-  etag?: string,
+  { current, etag }: { current: DependencyManifest; etag?: string },
 ): DependencyPlan {
   const items = wanted.map((w) => {
     const published = current.architectures[w.arch]?.find((e) => e.name === w.name);
@@ -108,7 +107,7 @@ export async function planDependencies(
 ): Promise<DependencyPlan> {
   const got = await getIfExists(store, DEPENDENCY_MANIFEST);
   const current = got ? parseDependencyManifest(got.body) : emptyDependencyManifest();
-  return planAgainst(wanted, current, got?.info.etag);
+  return planAgainst(wanted, { current, etag: got?.info.etag });
 }
 
 /** What publishing did. */

@@ -556,7 +556,7 @@ interface PublishedDependencies {
 /** Phase 3 of a dry run: the dependency plan against an empty manifest (nothing uploaded). */
 async function previewDependencies(plan: SetupPlan): Promise<PublishedDependencies> {
   const cache = new DependencyCache({ dir: defaultCacheDir() });
-  const items = planAgainst(plan.wanted, emptyDependencyManifest()).items;
+  const items = planAgainst(plan.wanted, { current: emptyDependencyManifest() }).items;
   for (const item of items) {
     if (item.size !== undefined) continue;
     try {
