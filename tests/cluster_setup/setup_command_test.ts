@@ -51,7 +51,7 @@ testWith(
   {
     tools: ["distribution-registry", "skopeo", "jq"],
   },
-  async () => {
+  async (t) => {
     const m = await moto();
     await m.reset();
     const tmp = await Deno.makeTempDir({ prefix: "podmin-setup-" });
@@ -162,127 +162,152 @@ testWith(
       ];
       const store = new S3Store({ bucket, region: "us-east-1" });
 
-      // 1. First setup.
-      const first = await podmin(args, env);
-      assert.equal(first.code, 0, first.stderr);
-      assert.match(first.stdout, /cluster prod is set up/);
-      assert.match(first.stderr, /dependencies: 7 file\(s\) uploaded/);
-      assert.match(first.stderr, /NodeGroup workers: 2\/2 healthy/);
-      const manifest = parseDependencyManifest(
-        (await getIfExists(store, DEPENDENCY_MANIFEST))!.body,
-      );
-      assert.deepEqual(
-        manifest.architectures.amd64!.map((e) => e.name),
-        ["cni-plugins", "containerd", "crictl", "kubelet", "podmin-agent", "runc", "vmconfig"],
-      );
-      assert.equal(manifest.architectures.arm64, undefined, "only the architectures in use");
-      assert.ok(
-        await getIfExists(
-          store,
-          imageTagKey({ root: "mirror", registry: `127.0.0.1_${port}`, name: "pause" }, "3.10"),
-        ),
-      );
-      assert.ok(await getIfExists(store, DEPLOYMENT_INDEX), "empty indexes created");
-      const rules = await store.client.send(
-        new GetBucketLifecycleConfigurationCommand({ Bucket: bucket }),
-      );
-      assert.equal(rules.Rules?.[0]?.AbortIncompleteMultipartUpload?.DaysAfterInitiation, 1);
-      const pab = await store.client.send(new GetPublicAccessBlockCommand({ Bucket: bucket }));
-      assert.equal(pab.PublicAccessBlockConfiguration?.BlockPublicPolicy, true);
-      const ssm = new SSMClient({ region: "us-east-1" });
-      const caKey = (await ssm.send(
-        new GetParameterCommand({ Name: "/prod/_system/workload-ca-key", WithDecryption: true }),
-      )).Parameter!;
-      assert.equal(caKey.Type, "SecureString");
-      const config = (await getIfExists(store, INFRA_CONFIG))!.body;
-      assert.deepEqual(
-        await Deno.readFile(`${tmp}/home/prod/main.tf.json`),
-        config,
-        "saved locally and in the bucket",
-      );
-      const tofu = (await Deno.readTextFile(`${tmp}/tofu.jsonl`)).trim().split("\n").map((l) =>
-        JSON.parse(l)
-      );
-      assert.deepEqual(tofu.map((t) => t.args[0]), ["init", "apply"]);
-      assert.equal(tofu[1].cwd, `${tmp}/home/prod`);
-      assert.equal(tofu[1].env.AWS_REGION, "us-east-1");
-      const parsed = JSON.parse(new TextDecoder().decode(config));
-      assert.equal(parsed.terraform.backend.s3.bucket, bucket);
-      assert.equal(parsed.terraform.backend.s3.key, "infra/terraform.tfstate");
-      assert.ok(
-        !new TextDecoder().decode(config).includes(caKey.Value!.split("\n")[1]),
-        "no CA key in the configuration",
-      );
-      const lt = parsed.resource.aws_launch_template;
-      const userData1 = JSON.stringify(lt);
-
-      // 2. Identical re-run: zero bytes uploaded, manifest untouched, same configuration.
-      const manifestEtag = (await store.head(DEPENDENCY_MANIFEST)).etag;
-      const second = await podmin(args, env);
-      assert.equal(second.code, 0, second.stderr);
-      assert.match(second.stderr, /dependencies: 0 file\(s\) uploaded \(0 B\), manifest unchanged/);
-      assert.match(second.stderr, /sandbox image .* already mirrored/);
-      assert.equal((await store.head(DEPENDENCY_MANIFEST)).etag, manifestEtag);
-      assert.deepEqual((await getIfExists(store, INFRA_CONFIG))!.body, config);
-
-      // 3. One dependency changes: one upload, new user-data, so a new launch template (rolling refresh).
-      files.set("runc", randomBytes(280_000));
-      await Deno.writeTextFile(`${tmp}/catalog.json`, JSON.stringify(catalog(true)));
-      const third = await podmin(args, env);
-      assert.equal(third.code, 0, third.stderr);
-      assert.match(third.stderr, /dependencies: 1 file\(s\) uploaded/);
-      const config3 = JSON.parse(
-        new TextDecoder().decode((await getIfExists(store, INFRA_CONFIG))!.body),
-      );
-      assert.notEqual(
-        JSON.stringify(config3.resource.aws_launch_template),
-        userData1,
-        "the launch template changed",
-      );
-      const group = Object.values(config3.resource.aws_autoscaling_group)[0] as Record<
-        string,
-        unknown
-      >;
-      assert.ok(group.instance_refresh, "the ASG rolls on launch-template change");
-
-      // 4. A setup killed mid-download leaves the published manifest as it was.
-      const before = (await store.head(DEPENDENCY_MANIFEST)).etag;
-      files.set("kubelet", randomBytes(30_000_000));
-      await Deno.writeTextFile(`${tmp}/catalog.json`, JSON.stringify(catalog(true)));
-      const child = new Deno.Command(Deno.execPath(), {
-        args: ["run", "-A", new URL("../../cli/main.ts", import.meta.url).pathname, ...args],
-        env,
-        stdout: "null",
-        stderr: "piped",
-      }).spawn();
-      const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-      let seen = "";
-      while (!/download kubelet|upload kubelet/.test(seen)) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        seen += value;
-      }
-      child.kill("SIGKILL");
-      await child.status;
-      await reader.cancel().catch(() => {});
-      assert.equal(
-        (await store.head(DEPENDENCY_MANIFEST)).etag,
-        before,
-        "manifest intact after a killed setup",
+      let config: Uint8Array = new Uint8Array();
+      let userData1 = "";
+      await t.step(
+        "first setup: publishes, mirrors, creates CAs, saves the config before tofu",
+        async () => {
+          const first = await podmin(args, env);
+          assert.equal(first.code, 0, first.stderr);
+          assert.match(first.stdout, /cluster prod is set up/);
+          assert.match(first.stderr, /dependencies: 7 file\(s\) uploaded/);
+          assert.match(first.stderr, /NodeGroup workers: 2\/2 healthy/);
+          const manifest = parseDependencyManifest(
+            (await getIfExists(store, DEPENDENCY_MANIFEST))!.body,
+          );
+          assert.deepEqual(
+            manifest.architectures.amd64!.map((e) => e.name),
+            ["cni-plugins", "containerd", "crictl", "kubelet", "podmin-agent", "runc", "vmconfig"],
+          );
+          assert.equal(manifest.architectures.arm64, undefined, "only the architectures in use");
+          assert.ok(
+            await getIfExists(
+              store,
+              imageTagKey({ root: "mirror", registry: `127.0.0.1_${port}`, name: "pause" }, "3.10"),
+            ),
+          );
+          assert.ok(await getIfExists(store, DEPLOYMENT_INDEX), "empty indexes created");
+          const rules = await store.client.send(
+            new GetBucketLifecycleConfigurationCommand({ Bucket: bucket }),
+          );
+          assert.equal(rules.Rules?.[0]?.AbortIncompleteMultipartUpload?.DaysAfterInitiation, 1);
+          const pab = await store.client.send(new GetPublicAccessBlockCommand({ Bucket: bucket }));
+          assert.equal(pab.PublicAccessBlockConfiguration?.BlockPublicPolicy, true);
+          const ssm = new SSMClient({ region: "us-east-1" });
+          const caKey = (await ssm.send(
+            new GetParameterCommand({
+              Name: "/prod/_system/workload-ca-key",
+              WithDecryption: true,
+            }),
+          )).Parameter!;
+          assert.equal(caKey.Type, "SecureString");
+          config = (await getIfExists(store, INFRA_CONFIG))!.body;
+          assert.deepEqual(
+            await Deno.readFile(`${tmp}/home/prod/main.tf.json`),
+            config,
+            "saved locally and in the bucket",
+          );
+          const tofu = (await Deno.readTextFile(`${tmp}/tofu.jsonl`)).trim().split("\n").map((l) =>
+            JSON.parse(l)
+          );
+          assert.deepEqual(tofu.map((t) => t.args[0]), ["init", "apply"]);
+          assert.equal(tofu[1].cwd, `${tmp}/home/prod`);
+          assert.equal(tofu[1].env.AWS_REGION, "us-east-1");
+          const parsed = JSON.parse(new TextDecoder().decode(config));
+          assert.equal(parsed.terraform.backend.s3.bucket, bucket);
+          assert.equal(parsed.terraform.backend.s3.key, "infra/terraform.tfstate");
+          assert.ok(
+            !new TextDecoder().decode(config).includes(caKey.Value!.split("\n")[1]),
+            "no CA key in the configuration",
+          );
+          const lt = parsed.resource.aws_launch_template;
+          userData1 = JSON.stringify(lt);
+        },
       );
 
-      // 5. Bad operator input.
-      const bad = await podmin([
-        "setup",
-        "--cluster",
-        "prod",
-        "--vpc-cidr",
-        "10.0.0.0/16",
-        "--nodegroup",
-        "w,disk-size=4",
-      ], env);
-      assert.equal(bad.code, 2);
-      assert.match(bad.stderr, /disk-size must be 8-16384 \(GiB\), got 4/);
+      await t.step(
+        "identical re-run: zero bytes uploaded, manifest untouched, same configuration",
+        async () => {
+          const manifestEtag = (await store.head(DEPENDENCY_MANIFEST)).etag;
+          const second = await podmin(args, env);
+          assert.equal(second.code, 0, second.stderr);
+          assert.match(
+            second.stderr,
+            /dependencies: 0 file\(s\) uploaded \(0 B\), manifest unchanged/,
+          );
+          assert.match(second.stderr, /sandbox image .* already mirrored/);
+          assert.equal((await store.head(DEPENDENCY_MANIFEST)).etag, manifestEtag);
+          assert.deepEqual((await getIfExists(store, INFRA_CONFIG))!.body, config);
+        },
+      );
+
+      await t.step(
+        "one dependency changes: one upload, new user-data, so a new launch template (rolling refresh)",
+        async () => {
+          files.set("runc", randomBytes(280_000));
+          await Deno.writeTextFile(`${tmp}/catalog.json`, JSON.stringify(catalog(true)));
+          const third = await podmin(args, env);
+          assert.equal(third.code, 0, third.stderr);
+          assert.match(third.stderr, /dependencies: 1 file\(s\) uploaded/);
+          const config3 = JSON.parse(
+            new TextDecoder().decode((await getIfExists(store, INFRA_CONFIG))!.body),
+          );
+          assert.notEqual(
+            JSON.stringify(config3.resource.aws_launch_template),
+            userData1,
+            "the launch template changed",
+          );
+          const group = Object.values(config3.resource.aws_autoscaling_group)[0] as Record<
+            string,
+            unknown
+          >;
+          assert.ok(group.instance_refresh, "the ASG rolls on launch-template change");
+        },
+      );
+
+      await t.step(
+        "a setup killed mid-download leaves the published manifest as it was",
+        async () => {
+          const before = (await store.head(DEPENDENCY_MANIFEST)).etag;
+          files.set("kubelet", randomBytes(30_000_000));
+          await Deno.writeTextFile(`${tmp}/catalog.json`, JSON.stringify(catalog(true)));
+          const child = new Deno.Command(Deno.execPath(), {
+            args: ["run", "-A", new URL("../../cli/main.ts", import.meta.url).pathname, ...args],
+            env,
+            stdout: "null",
+            stderr: "piped",
+          }).spawn();
+          const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+          let seen = "";
+          while (!/download kubelet|upload kubelet/.test(seen)) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            seen += value;
+          }
+          child.kill("SIGKILL");
+          await child.status;
+          await reader.cancel().catch(() => {});
+          assert.equal(
+            (await store.head(DEPENDENCY_MANIFEST)).etag,
+            before,
+            "manifest intact after a killed setup",
+          );
+        },
+      );
+
+      await t.step("bad operator input", async () => {
+        const bad = await podmin([
+          "setup",
+          "--cluster",
+          "prod",
+          "--vpc-cidr",
+          "10.0.0.0/16",
+          "--nodegroup",
+          "w,disk-size=4",
+        ], env);
+        assert.equal(bad.code, 2);
+        assert.match(bad.stderr, /disk-size must be 8-16384 \(GiB\), got 4/);
+      });
     } finally {
       await site.close();
       upstream?.kill("SIGTERM");
