@@ -3,9 +3,9 @@
  * a generated configuration the way a reviewer would (by resource type, by reference).
  */
 
-import type { ClusterSpec, InfraInputs, NodeGroupSpec } from "./infra_inputs.ts";
-import type { PolicyDocument } from "./iam.ts";
-import type { TfBody, TofuConfig } from "./tofu_json.ts";
+import type { ClusterSpec, InfraInputs, NodeGroupSpec } from "../../cli/infra/infra_inputs.ts";
+import type { PolicyDocument } from "../../cli/infra/iam.ts";
+import type { TfBody, TofuConfig } from "../../cli/infra/tofu_json.ts";
 
 /** The account-independent ARN prefix the generator writes (partition resolved at apply). */
 export const P = "arn:${data.aws_partition.current.partition}";
