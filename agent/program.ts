@@ -2,7 +2,7 @@
 
 import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
-import { dataplaneCommands } from "./dataplane_command.ts";
+import { dataplaneCommands } from "./dataplane/command.ts";
 import { registryCommands } from "./registry_command.ts";
 import { runCommands } from "./run_command.ts";
 

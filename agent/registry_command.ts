@@ -1,6 +1,6 @@
 /** `podmin-agent registry`: the loopback registry alone (the agent's `run` also hosts it). */
 
-import { bucketUrl, type Command } from "../core/cli_kit.ts";
+import { bucketUrl, type Command, stringFlag } from "../core/cli_kit.ts";
 import { createLogger } from "../core/log.ts";
 import { openStore } from "../core/store_url.ts";
 import { REGISTRY_LISTEN } from "../registry/defaults.ts";
@@ -19,8 +19,8 @@ Flags:
   --listen HOST:PORT   address to serve on (default ${REGISTRY_LISTEN}, loopback)`,
   options: { listen: { type: "string", default: REGISTRY_LISTEN } },
   async run(ctx) {
-    const { hostname, port } = parseListen(ctx.values.listen as string);
-    const store = openStore(bucketUrl(ctx), { region: ctx.values.region as string | undefined });
+    const { hostname, port } = parseListen(stringFlag(ctx, "listen") ?? REGISTRY_LISTEN);
+    const store = openStore(bucketUrl(ctx), { region: stringFlag(ctx, "region") });
     const log = createLogger("registry");
     const abort = new AbortController();
     Deno.addSignalListener("SIGTERM", () => abort.abort());

@@ -1,16 +1,24 @@
 /** `podmin-agent run` and `podmin-agent status`. */
 
-import { bucketUrl, type Command, requireString } from "../core/cli_kit.ts";
+import {
+  booleanFlag,
+  bucketUrl,
+  type Command,
+  type CommandContext,
+  requireString,
+  stringFlag,
+} from "../core/cli_kit.ts";
 import { parseDuration } from "../core/duration.ts";
 import { UsageError } from "../core/errors.ts";
-import { createLogger } from "../core/log.ts";
+import { createLogger, type Logger } from "../core/log.ts";
 import { checkClusterId, checkNodeGroup } from "../core/names.ts";
-import { backoffMs, sleep } from "../core/retry.ts";
+import type { ObjectStore } from "../core/object_store.ts";
 import { defaultRegion, openStore } from "../core/store_url.ts";
-import { DeploymentsLoop } from "./deployments_loop.ts";
-import { SecretsSync } from "./secrets_sync.ts";
-import { readStatus, writeStatus } from "./status.ts";
-import { AwsValueProvider } from "./value_provider.ts";
+import { DeploymentsLoop } from "./deployments/deployments_loop.ts";
+import { SecretsSync } from "./secrets/secrets_sync.ts";
+import { Loop } from "./loop.ts";
+import { type AgentStatus, readStatus, writeStatus } from "./deployments/status.ts";
+import { AwsValueProvider } from "./secrets/value_provider.ts";
 import { REGISTRY_LISTEN } from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
 import { parseListen, serveRegistry } from "../registry/server.ts";
@@ -68,107 +76,132 @@ Example:
     "registry-listen": { type: "string", default: REGISTRY_LISTEN },
   },
   async run(ctx) {
-    const v = ctx.values as Record<string, string>;
-    const cluster = checkClusterId(
-      requireString(ctx, "cluster", "the cluster id, e.g. --cluster prod"),
-    );
-    const nodeGroup = checkNodeGroup(requireString(ctx, "nodegroup", "e.g. --nodegroup workers"));
-    if (v.provider !== "aws") {
-      throw new UsageError(`unsupported provider ${JSON.stringify(v.provider)}`, {
-        hint: "use --provider aws",
-      });
-    }
-    const intervalMs = parseDuration(v.interval, "--interval");
-    const region = v.region ?? defaultRegion();
+    const f = runFlags(ctx);
+    const { cluster, nodeGroup, intervalMs, region, stateDir } = f;
     const store = openStore(bucketUrl(ctx), { region });
     const log = createLogger("agent");
-    const secrets = new SecretsSync({
-      cluster,
-      secretsDir: v["secrets-dir"],
-      provider: new AwsValueProvider({ region }),
-      refreshMs: parseDuration(v["secrets-interval"], "--secrets-interval"),
-      log,
-    });
-    const loop = new DeploymentsLoop({
+    const deployments = new DeploymentsLoop({
       store,
       nodeGroup,
-      manifestDir: v["manifest-dir"],
-      secretsDir: v["secrets-dir"],
-      tlsDir: v["tls-dir"],
-      secrets,
+      manifestDir: f.manifestDir,
+      secretsDir: f.secretsDir,
+      tlsDir: f.tlsDir,
+      secrets: new SecretsSync({
+        cluster,
+        secretsDir: f.secretsDir,
+        provider: new AwsValueProvider({ region }),
+        refreshMs: f.secretsIntervalMs,
+        log,
+      }),
       log,
     });
-
-    if (ctx.values.once) {
-      const { status } = await loop.pass();
-      await writeStatus(v["state-dir"], status);
-      if (status.converged) {
-        ctx.out(`converged: ${status.desired.length} deployment(s) for NodeGroup ${nodeGroup}`);
-        return 0;
-      }
-      for (const e of status.errors) ctx.err(`not converged: ${e}`);
-      for (const p of status.pending) ctx.err(`pending: ${p.deployment}: ${p.reason}`);
-      return 1;
-    }
+    if (f.once) return await runOnce({ ctx, deployments, stateDir });
 
     const abort = new AbortController();
-    if (v["registry-listen"] !== "off") {
-      const { hostname, port } = parseListen(v["registry-listen"]);
-      try {
-        serveRegistry({
-          reader: new ImageReader({ store }),
-          log: createLogger("registry"),
-          hostname,
-          port,
-          signal: abort.signal,
-        });
-      } catch (err) {
-        // The node's Pods keep running without the registry; deployments still converge.
-        log.error("registry not served", {
-          listen: v["registry-listen"],
-          error: (err as Error).message,
-        });
-      }
+    if (f.registryListen !== "off") {
+      hostRegistry({ store, listen: f.registryListen, signal: abort.signal, log });
     }
-
-    let stopping = false;
-    const stop = () => {
-      stopping = true;
-      abort.abort();
-    };
-    Deno.addSignalListener("SIGTERM", stop);
-    Deno.addSignalListener("SIGINT", stop);
+    const loops = [
+      new Loop<AgentStatus>({
+        name: "deployments",
+        intervalMs,
+        maxBackoffMs: MAX_BACKOFF_MS,
+        log,
+        pass: async () => {
+          const { status, unavailable } = await deployments.pass();
+          return { status, backOff: unavailable };
+        },
+        status: (status) => writeStatus(stateDir, status),
+      }),
+    ];
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
-    let failures = 0;
-    while (!stopping) {
-      let status, unavailable;
-      try {
-        ({ status, unavailable } = await loop.pass());
-      } catch (err) {
-        // A bug or a local fault must not kill the agent (and with it the node's registry).
-        log.error("pass failed", { error: (err as Error).message, stack: (err as Error).stack });
-        failures++;
-        await sleep(Math.min(MAX_BACKOFF_MS, intervalMs * 2 ** Math.min(failures, 5)));
-        continue;
-      }
-      await writeStatus(v["state-dir"], status).catch((err) =>
-        log.warn("cannot write status", { error: (err as Error).message })
-      );
-      failures = unavailable ? failures + 1 : 0;
-      const wait = failures
-        ? Math.max(
-          intervalMs,
-          backoffMs({ attempts: 0, baseMs: intervalMs, maxMs: MAX_BACKOFF_MS }, failures),
-        )
-        : intervalMs;
-      for (let waited = 0; waited < wait && !stopping; waited += 100) {
-        await sleep(Math.min(100, wait - waited));
-      }
-    }
+    for (const loop of loops) loop.start();
+    await stopSignal();
+    abort.abort();
+    await Promise.all(loops.map((loop) => loop.stop()));
     log.info("agent stopped");
     return 0;
   },
 };
+
+/** The flags of `run`, typed and checked. */
+function runFlags(ctx: CommandContext) {
+  const cluster = checkClusterId(
+    requireString(ctx, "cluster", "the cluster id, e.g. --cluster prod"),
+  );
+  const nodeGroup = checkNodeGroup(requireString(ctx, "nodegroup", "e.g. --nodegroup workers"));
+  const provider = stringFlag(ctx, "provider") ?? "aws";
+  if (provider !== "aws") {
+    throw new UsageError(`unsupported provider ${JSON.stringify(provider)}`, {
+      hint: "use --provider aws",
+    });
+  }
+  const secretsInterval = stringFlag(ctx, "secrets-interval") ?? DEFAULTS.secretsInterval;
+  return {
+    cluster,
+    nodeGroup,
+    intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
+    region: stringFlag(ctx, "region") ?? defaultRegion(),
+    manifestDir: stringFlag(ctx, "manifest-dir") ?? DEFAULTS.manifestDir,
+    secretsDir: stringFlag(ctx, "secrets-dir") ?? DEFAULTS.secretsDir,
+    tlsDir: stringFlag(ctx, "tls-dir") ?? DEFAULTS.tlsDir,
+    stateDir: stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir,
+    secretsIntervalMs: parseDuration(secretsInterval, "--secrets-interval"),
+    once: booleanFlag(ctx, "once"),
+    registryListen: stringFlag(ctx, "registry-listen") ?? REGISTRY_LISTEN,
+  };
+}
+
+/** `--once`: one deployments pass, its status written; 0 when converged. */
+async function runOnce(options: {
+  ctx: CommandContext;
+  deployments: DeploymentsLoop;
+  stateDir: string;
+}): Promise<number> {
+  const { ctx } = options;
+  const { status } = await options.deployments.pass();
+  await writeStatus(options.stateDir, status);
+  if (status.converged) {
+    ctx.out(`converged: ${status.desired.length} deployment(s) for NodeGroup ${status.nodeGroup}`);
+    return 0;
+  }
+  for (const e of status.errors) ctx.err(`not converged: ${e}`);
+  for (const p of status.pending) ctx.err(`pending: ${p.deployment}: ${p.reason}`);
+  return 1;
+}
+
+/** Serves the loopback registry until `signal`; a failure to serve is logged, never fatal. */
+function hostRegistry(options: {
+  store: ObjectStore;
+  listen: string;
+  signal: AbortSignal;
+  log: Logger;
+}): void {
+  const { hostname, port } = parseListen(options.listen);
+  try {
+    serveRegistry({
+      reader: new ImageReader({ store: options.store }),
+      log: createLogger("registry"),
+      hostname,
+      port,
+      signal: options.signal,
+    });
+  } catch (err) {
+    // The node's Pods keep running without the registry; deployments still converge.
+    options.log.error("registry not served", {
+      listen: options.listen,
+      error: (err as Error).message,
+    });
+  }
+}
+
+/** Resolves on the first SIGTERM or SIGINT. */
+function stopSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    Deno.addSignalListener("SIGTERM", resolve);
+    Deno.addSignalListener("SIGINT", resolve);
+  });
+}
 
 const status: Command = {
   name: "status",
@@ -181,7 +214,7 @@ Reads the status the running agent writes after every pass.`,
     output: { type: "string", short: "o", default: "text" },
   },
   async run(ctx) {
-    const dir = ctx.values["state-dir"] as string;
+    const dir = stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir;
     const s = await readStatus(dir);
     if (!s) {
       ctx.err(`no status in ${dir}: the agent has not completed a pass`);

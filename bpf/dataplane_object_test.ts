@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
-import { OFFSETS, SIZES, STAT_NAMES } from "../agent/dataplane_maps.ts";
+import { OFFSETS, SIZES } from "../agent/dataplane/maps.ts";
+import { STAT_NAMES } from "../agent/dataplane/stats_map.ts";
 import { BpfObject } from "../ffi/bpf_object.ts";
 import { testWith } from "../tests/harness/requirements.ts";
 import {

@@ -16,9 +16,11 @@ const root = path.join(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 /** Renders the module text for an object. */
 export function renderObjectModule(
-  object: Uint8Array,
-  sourceHash: string,
-  clangVersion: string,
+  { object, sourceHash, clangVersion }: {
+    object: Uint8Array;
+    sourceHash: string;
+    clangVersion: string;
+  },
 ): string {
   const objectHash = createHash("sha256").update(object).digest("hex");
   const base64 = Buffer.from(object).toString("base64");
@@ -58,6 +60,6 @@ if (import.meta.main) {
   const sourceHash = dataplaneSourceHash((p) => Deno.readFileSync(path.join(root, p)));
   Deno.writeTextFileSync(
     outPath,
-    renderObjectModule(Deno.readFileSync(objectPath), sourceHash, clangVersion),
+    renderObjectModule({ object: Deno.readFileSync(objectPath), sourceHash, clangVersion }),
   );
 }

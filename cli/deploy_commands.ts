@@ -1,19 +1,22 @@
 /** `podmin apply | diff | delete | get`: the desired-state commands. */
 
 import { stringify } from "yaml";
-import { bucketUrl, type Command, type CommandContext } from "../core/cli_kit.ts";
+import {
+  booleanFlag,
+  bucketUrl,
+  type Command,
+  type CommandContext,
+  stringFlag,
+  stringsFlag,
+} from "../core/cli_kit.ts";
 import { sortKeys } from "../core/canonical_json.ts";
+import { readDeploymentIndex } from "../core/deployment_index.ts";
 import { UsageError } from "../core/errors.ts";
 import { checkNamespace, checkObjectName, DEFAULT_NAMESPACE } from "../core/names.ts";
+import { readServiceIndex } from "../core/service_index.ts";
 import { readSpec } from "../core/spec_objects.ts";
 import { openStore } from "../core/store_url.ts";
-import {
-  applyResources,
-  type Change,
-  deleteResource,
-  readDeploymentIndex,
-  readServiceIndex,
-} from "./desired_state.ts";
+import { applyResources, type Change, deleteResource } from "./desired_state.ts";
 import { lineDiff } from "./line_diff.ts";
 import { loadResourceFiles } from "./resource_files.ts";
 
@@ -51,12 +54,12 @@ Example:
     "dry-run": { type: "boolean", default: false },
   },
   async run(ctx) {
-    const loaded = await loadResourceFiles((ctx.values.filename as string[] | undefined) ?? []);
+    const loaded = await loadResourceFiles(stringsFlag(ctx, "filename"));
     const changes = await applyResources({
       store: storeOf(ctx),
       resources: loaded.map((l) => l.resource),
-      serviceCidr: ctx.values["service-cidr"] as string | undefined,
-      dryRun: ctx.values["dry-run"] as boolean,
+      serviceCidr: stringFlag(ctx, "service-cidr"),
+      dryRun: booleanFlag(ctx, "dry-run"),
     });
     const suffix = ctx.values["dry-run"] ? " (dry run)" : "";
     for (const c of changes) ctx.out(describe(c) + suffix);
@@ -77,7 +80,7 @@ Flags:
   options: { filename: { type: "string", short: "f", multiple: true } },
   async run(ctx) {
     const store = storeOf(ctx);
-    const loaded = await loadResourceFiles((ctx.values.filename as string[] | undefined) ?? []);
+    const loaded = await loadResourceFiles(stringsFlag(ctx, "filename"));
     const resources = loaded.map((l) => l.resource);
     const changes = await applyResources({ store, resources, dryRun: true });
     let changed = false;
@@ -88,7 +91,9 @@ Flags:
       const next = resources.find((r) =>
         r.kind === c.kind && r.metadata.namespace === c.namespace && r.metadata.name === c.name
       )!;
-      const before = c.before ? prettySorted(await readSpec(store, c.kind, c.before)) : "";
+      const before = c.before
+        ? prettySorted(await readSpec(store, { kind: c.kind, ref: c.before }))
+        : "";
       for (const line of lineDiff(before, prettySorted(next))) {
         if (!line.startsWith("  ")) ctx.out(line);
       }
@@ -117,7 +122,7 @@ Flags:
         hint: "for example: podmin delete deployment web -n default",
       });
     }
-    const namespace = checkNamespace((ctx.values.namespace as string) ?? DEFAULT_NAMESPACE);
+    const namespace = checkNamespace(stringFlag(ctx, "namespace") ?? DEFAULT_NAMESPACE);
     await deleteResource({
       store: storeOf(ctx),
       kind,
@@ -164,7 +169,7 @@ Flags:
     const [kindArg, ...extra] = ctx.positionals;
     const kind = kindOf(kindArg);
     if (extra.length) throw new UsageError(`unexpected argument ${extra[0]}`);
-    const output = ctx.values.output as string;
+    const output = stringFlag(ctx, "output") ?? "table";
     if (!["table", "json", "yaml"].includes(output)) {
       throw new UsageError(`unknown output format ${output}`, { hint: "use table, json or yaml" });
     }
@@ -179,7 +184,7 @@ Flags:
     if (output !== "table") {
       const items = [];
       for (const e of selected) {
-        const spec = await readSpec(store, kind, e.spec);
+        const spec = await readSpec(store, { kind, ref: e.spec });
         items.push("vip" in e ? { ...spec, status: { vip: e.vip } } : spec);
       }
       ctx.out(output === "json" ? JSON.stringify(items, null, 2) : stringify(items).trimEnd());
@@ -207,7 +212,7 @@ Flags:
       for (
         const e of selected as { namespace: string; name: string; vip: string; spec: string }[]
       ) {
-        const spec = await readSpec(store, "Service", e.spec);
+        const spec = await readSpec(store, { kind: "Service", ref: e.spec });
         rows.push([
           e.namespace,
           e.name,

@@ -1,15 +1,21 @@
 /** `podmin push` and `podmin mirror`: the only writers of image objects. */
 
-import { bucketUrl, type Command, type CommandContext } from "../core/cli_kit.ts";
+import {
+  booleanFlag,
+  bucketUrl,
+  type Command,
+  type CommandContext,
+  stringFlag,
+} from "../core/cli_kit.ts";
 import { UsageError } from "../core/errors.ts";
+import { mirrorPathOf, parseUpstreamRef, REGISTRY_HOSTNAME } from "../core/image_ref.ts";
 import { formatBytes } from "../core/progress.ts";
 import { openStore } from "../core/store_url.ts";
 import { parseImageRepository } from "../core/bucket_layout.ts";
 import { checkTag } from "../core/names.ts";
-import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
 import { openImageSource } from "../registry/image_source.ts";
 import { writeImage, type WriteImageResult } from "../registry/image_writer.ts";
-import { mirrorPathOf, parseUpstreamRef, UpstreamSource } from "../registry/upstream.ts";
+import { UpstreamSource } from "../registry/upstream.ts";
 
 function storeOf(ctx: CommandContext) {
   const region = typeof ctx.values.region === "string" ? ctx.values.region : undefined;
@@ -105,7 +111,8 @@ Example:
       throw new UsageError("expected: mirror UPSTREAM-REF", { hint: "run 'podmin mirror --help'" });
     }
     const ref = parseUpstreamRef(refText);
-    const arches = (ctx.values.arch as string).split(",").map((a) => a.trim()).filter(Boolean);
+    const arches = (stringFlag(ctx, "arch") ?? "amd64,arm64").split(",").map((a) => a.trim())
+      .filter(Boolean);
     for (const a of arches) {
       if (!["amd64", "arm64"].includes(a)) {
         throw new UsageError(`unsupported architecture ${a}`, { hint: "use amd64 and/or arm64" });
@@ -113,8 +120,8 @@ Example:
     }
     const source = new UpstreamSource({
       ref,
-      credentials: (ctx.values.creds as string | undefined) ?? Deno.env.get("PODMIN_MIRROR_CREDS"),
-      plainHttp: ctx.values["plain-http"] as boolean,
+      credentials: stringFlag(ctx, "creds") ?? Deno.env.get("PODMIN_MIRROR_CREDS"),
+      plainHttp: booleanFlag(ctx, "plain-http"),
     });
     const path = mirrorPathOf(ref);
     const repo = parseImageRepository(path);

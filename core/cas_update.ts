@@ -10,20 +10,25 @@ import type { ObjectStore } from "./object_store.ts";
 import { getIfExists } from "./object_store.ts";
 import { backoffMs, sleep } from "./retry.ts";
 
-/** Options of `casUpdate`. */
-export interface CasUpdateOptions<T> {
-  store: ObjectStore;
+/** A multi-writer bucket object: its key and how its bytes are read and written. */
+export interface CasObject<T> {
   key: string;
   /** Parses and validates the stored bytes. */
   parse(bytes: Uint8Array): T;
   serialize(value: T): Uint8Array;
   /** The value when the object is absent. */
   empty(): T;
+  contentType?: string;
+}
+
+/** Options of `casUpdate`. */
+export interface CasUpdateOptions<T> {
+  store: ObjectStore;
+  object: CasObject<T>;
   /** Returns the new value, or `undefined` when no write is needed. Called once per attempt. */
   mutate(current: T): T | undefined;
   /** Attempts before giving up (default 20). */
   attempts?: number;
-  contentType?: string;
 }
 
 /** The outcome of a CAS update. */
@@ -37,19 +42,20 @@ export interface CasResult<T> {
 
 /** Runs the read-modify-conditional-write loop until the write wins. */
 export async function casUpdate<T>(options: CasUpdateOptions<T>): Promise<CasResult<T>> {
+  const { object } = options;
   const attempts = options.attempts ?? 20;
   for (let attempt = 0; attempt < attempts; attempt++) {
-    const current = await getIfExists(options.store, options.key);
-    const value = current ? options.parse(current.body) : options.empty();
+    const current = await getIfExists(options.store, object.key);
+    const value = current ? object.parse(current.body) : object.empty();
     const next = options.mutate(value);
     if (next === undefined) return { value, written: false, conflicts: attempt };
     try {
       await options.store.put(
-        options.key,
-        options.serialize(next),
+        object.key,
+        object.serialize(next),
         current
-          ? { ifMatch: current.info.etag, contentType: options.contentType }
-          : { ifNoneMatch: "*", contentType: options.contentType },
+          ? { ifMatch: current.info.etag, contentType: object.contentType }
+          : { ifNoneMatch: "*", contentType: object.contentType },
       );
       return { value: next, written: true, conflicts: attempt };
     } catch (err) {
@@ -57,7 +63,7 @@ export async function casUpdate<T>(options: CasUpdateOptions<T>): Promise<CasRes
       await sleep(backoffMs({ attempts, baseMs: 20, maxMs: 500 }, Math.min(attempt, 5)));
     }
   }
-  throw new PodminError(`${options.key}: gave up after ${attempts} conflicting writers`, {
+  throw new PodminError(`${object.key}: gave up after ${attempts} conflicting writers`, {
     hint: "another writer keeps changing this object; retry the command",
   });
 }

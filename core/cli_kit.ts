@@ -188,3 +188,21 @@ export function bucketUrl(ctx: CommandContext): string {
     hint: "pass --bucket s3://NAME or --bucket file:///path, or set PODMIN_BUCKET",
   });
 }
+
+/** A string flag's value; undefined when the flag was not given. */
+export function stringFlag(ctx: CommandContext, flag: string): string | undefined {
+  const v = ctx.values[flag];
+  return typeof v === "string" ? v : undefined;
+}
+
+/** A boolean flag's value; false when the flag was not given. */
+export function booleanFlag(ctx: CommandContext, flag: string): boolean {
+  return ctx.values[flag] === true;
+}
+
+/** A repeatable string flag's values, in order; empty when the flag was not given. */
+export function stringsFlag(ctx: CommandContext, flag: string): string[] {
+  const v = ctx.values[flag];
+  if (typeof v === "string") return [v];
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
+}

@@ -1,13 +1,16 @@
 /**
  * `deployments/index.json`: every Deployment of the cluster with its NodeGroup
- * and content address. Written by the CLI (CAS loop), polled by every agent;
- * agents treat it as untrusted input.
+ * and content address. Written by the CLI (CAS loop over `DEPLOYMENT_INDEX_OBJECT`),
+ * polled by every agent (`pollDeploymentIndex`); agents treat it as untrusted input.
  */
 
+import { DEPLOYMENT_INDEX } from "./bucket_layout.ts";
+import type { CasObject } from "./cas_update.ts";
 import { API_VERSION } from "./resources.ts";
-import { ValidationError } from "./errors.ts";
+import { NotFoundError, ValidationError } from "./errors.ts";
 import { isDnsLabel } from "./names.ts";
 import { compareCodeUnits } from "./canonical_json.ts";
+import { getIfExists, type ObjectStore } from "./object_store.ts";
 
 /** One Deployment in the index. */
 export interface DeploymentEntry {
@@ -33,11 +36,6 @@ export function emptyDeploymentIndex(): DeploymentIndex {
 }
 
 const SPEC_REF = /^sha256:[0-9a-f]{64}$/;
-
-/** The hex digest of a `sha256:<hex>` reference. */
-export function specHex(ref: string): string {
-  return ref.slice("sha256:".length);
-}
 
 /** Parses and validates index bytes. Throws `ValidationError` on anything unexpected. */
 export function parseDeploymentIndex(bytes: Uint8Array): DeploymentIndex {
@@ -89,4 +87,51 @@ export function serializeDeploymentIndex(index: DeploymentIndex): Uint8Array {
     compareCodeUnits(a.namespace, b.namespace) || compareCodeUnits(a.name, b.name)
   );
   return new TextEncoder().encode(JSON.stringify({ ...index, deployments }, null, 1) + "\n");
+}
+
+/** `deployments/index.json` as a CAS object (absent means empty). */
+export const DEPLOYMENT_INDEX_OBJECT: CasObject<DeploymentIndex> = {
+  key: DEPLOYMENT_INDEX,
+  parse: parseDeploymentIndex,
+  serialize: serializeDeploymentIndex,
+  empty: emptyDeploymentIndex,
+  contentType: "application/json",
+};
+
+/** Reads the deployment index (empty when absent). */
+export async function readDeploymentIndex(store: ObjectStore): Promise<DeploymentIndex> {
+  const got = await getIfExists(store, DEPLOYMENT_INDEX);
+  return got ? parseDeploymentIndex(got.body) : emptyDeploymentIndex();
+}
+
+/** What a conditional read of the index found (`pollDeploymentIndex`). */
+export type DeploymentIndexPoll =
+  /** Same ETag as last time: nothing to parse. */
+  | { state: "unchanged" }
+  /** No index: no Deployments. */
+  | { state: "absent"; index: DeploymentIndex }
+  | { state: "changed"; etag: string; index: DeploymentIndex }
+  /** New bytes that do not parse: the caller keeps its last good index. */
+  | { state: "rejected"; etag: string; error: Error };
+
+/**
+ * Reads the index with If-None-Match `etag`. Store failures (unavailable, denied) throw; an
+ * absent or invalid index is a result, so the caller decides what it keeps.
+ */
+export async function pollDeploymentIndex(
+  store: ObjectStore,
+  etag: string | undefined,
+): Promise<DeploymentIndexPoll> {
+  try {
+    const res = await store.get(DEPLOYMENT_INDEX, { ifNoneMatch: etag });
+    if (res.notModified) return { state: "unchanged" };
+    try {
+      return { state: "changed", etag: res.info.etag, index: parseDeploymentIndex(res.body) };
+    } catch (err) {
+      return { state: "rejected", etag: res.info.etag, error: err as Error };
+    }
+  } catch (err) {
+    if (err instanceof NotFoundError) return { state: "absent", index: emptyDeploymentIndex() };
+    throw err;
+  }
 }

@@ -12,6 +12,11 @@ export function isSha256Hex(value: string): boolean {
   return /^[0-9a-f]{64}$/.test(value);
 }
 
+/** Checks a digest string `sha256:<hex>` (the only algorithm stored). */
+export function isDigest(value: unknown): boolean {
+  return typeof value === "string" && value.startsWith("sha256:") && isSha256Hex(value.slice(7));
+}
+
 /** An incremental SHA-256 that also counts bytes. */
 export class Sha256Counter {
   #hash: Hash = createHash("sha256");

@@ -3,7 +3,7 @@
  *
  * Two implementations keep the same contract: `S3Store` (AWS S3 and moto) and
  * `FsStore` (a directory, for local clusters and fast tests). The contract is
- * exercised against both by `tests/store_contract_test.ts`.
+ * exercised against both by `tests/store/contract_test.ts`.
  */
 
 import { NotFoundError } from "./errors.ts";
@@ -106,25 +106,24 @@ export interface ObjectStore {
   list(prefix: string): AsyncIterable<ObjectInfo>;
 }
 
+/** An object to write: its key, bytes and content type. */
+export interface ObjectWrite {
+  key: string;
+  body: Uint8Array;
+  contentType?: string;
+}
+
 /** Writes only when the key is absent. */
-export function putIfAbsent(
-  store: ObjectStore,
-  key: string,
-  body: Uint8Array,
-  contentType?: string,
-): Promise<{ etag: string }> {
-  return store.put(key, body, { ifNoneMatch: "*", contentType });
+export function putIfAbsent(store: ObjectStore, write: ObjectWrite): Promise<{ etag: string }> {
+  return store.put(write.key, write.body, { ifNoneMatch: "*", contentType: write.contentType });
 }
 
 /** Writes only when the key still has ETag `etag`. */
 export function putIfMatch(
   store: ObjectStore,
-  key: string,
-  body: Uint8Array,
-  etag: string,
-  contentType?: string,
+  write: ObjectWrite & { etag: string },
 ): Promise<{ etag: string }> {
-  return store.put(key, body, { ifMatch: etag, contentType });
+  return store.put(write.key, write.body, { ifMatch: write.etag, contentType: write.contentType });
 }
 
 /** Reads a whole object, or `undefined` when it is absent. */

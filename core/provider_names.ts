@@ -13,10 +13,12 @@ import {
 
 /** `/<cluster>/<namespace>/<pod-name>/<key>`: an app value (SSM parameter or secret). */
 export function valueName(
-  cluster: string,
-  namespace: string,
-  podName: string,
-  key: string,
+  { cluster, namespace, podName, key }: {
+    cluster: string;
+    namespace: string;
+    podName: string;
+    key: string;
+  },
 ): string {
   return `/${checkClusterId(cluster)}/${checkNamespace(namespace)}/${
     checkObjectName("Pod", podName)

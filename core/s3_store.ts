@@ -160,47 +160,7 @@ export class S3Store implements ObjectStore {
       ));
     const uploadId = UploadId!;
     try {
-      const parts: { ETag: string; PartNumber: number }[] = [];
-      const inFlight = new Set<Promise<void>>();
-      let failed: unknown;
-      const check = () => {
-        if (failed !== undefined) throw failed;
-      };
-      let next: { data: Uint8Array; done: boolean } = first;
-      let partNumber = 1;
-      for (;;) {
-        const n = partNumber++;
-        const data = next.data;
-        const p: Promise<void> = this.#retrying(key, () =>
-          this.client.send(
-            new UploadPartCommand({
-              Bucket: this.bucket,
-              Key: key,
-              UploadId: uploadId,
-              PartNumber: n,
-              Body: data,
-            }),
-          )).then((out) => {
-            parts.push({ ETag: out.ETag!, PartNumber: n });
-          }, (err) => {
-            failed ??= err; // a failed part fails the upload, whenever it is noticed
-          }).finally(() => inFlight.delete(p));
-        inFlight.add(p);
-        if (inFlight.size >= PARTS_IN_FLIGHT) await Promise.race(inFlight);
-        check();
-        if (next.done) break;
-        next = await readPart(reader, hash, options);
-        check();
-        if (next.data.byteLength === 0 && next.done) break;
-      }
-      await Promise.all(inFlight);
-      check();
-      if (parts.length !== partNumber - 1) {
-        throw new PermanentStoreError(
-          `${key}: ${parts.length} of ${partNumber - 1} parts uploaded`,
-          { key },
-        );
-      }
+      const parts = await this.#uploadParts({ key, uploadId, reader, hash, first, options });
       verify(hash, options, key);
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
       const out = await this.#retrying(key, () =>
@@ -218,8 +178,63 @@ export class S3Store implements ObjectStore {
       await this.client.send(
         new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }),
       ).catch(() => {});
-      throw err instanceof StoreError ? err : classify(err, key, this.url);
+      throw err instanceof StoreError ? err : classify(err, { key, url: this.url });
     }
+  }
+
+  /** Uploads the parts of a multipart upload, a few in flight; all of them or a thrown error. */
+  async #uploadParts(
+    { key, uploadId, reader, hash, first, options }: {
+      key: string;
+      uploadId: string;
+      reader: ReadableStreamDefaultReader<Uint8Array>;
+      hash: Sha256Counter;
+      first: { data: Uint8Array; done: boolean };
+      options: PutStreamOptions;
+    },
+  ): Promise<{ ETag: string; PartNumber: number }[]> {
+    const parts: { ETag: string; PartNumber: number }[] = [];
+    const inFlight = new Set<Promise<void>>();
+    let failed: unknown;
+    const check = () => {
+      if (failed !== undefined) throw failed;
+    };
+    let next: { data: Uint8Array; done: boolean } = first;
+    let partNumber = 1;
+    for (;;) {
+      const n = partNumber++;
+      const data = next.data;
+      const p: Promise<void> = this.#retrying(key, () =>
+        this.client.send(
+          new UploadPartCommand({
+            Bucket: this.bucket,
+            Key: key,
+            UploadId: uploadId,
+            PartNumber: n,
+            Body: data,
+          }),
+        )).then((out) => {
+          parts.push({ ETag: out.ETag!, PartNumber: n });
+        }, (err) => {
+          failed ??= err; // a failed part fails the upload, whenever it is noticed
+        }).finally(() => inFlight.delete(p));
+      inFlight.add(p);
+      if (inFlight.size >= PARTS_IN_FLIGHT) await Promise.race(inFlight);
+      check();
+      if (next.done) break;
+      next = await readPart(reader, hash, options);
+      check();
+      if (next.data.byteLength === 0 && next.done) break;
+    }
+    await Promise.all(inFlight);
+    check();
+    if (parts.length !== partNumber - 1) {
+      throw new PermanentStoreError(
+        `${key}: ${parts.length} of ${partNumber - 1} parts uploaded`,
+        { key },
+      );
+    }
+    return parts;
   }
 
   async getStream(key: string, options: { range?: ByteRange } = {}): Promise<StreamResult> {
@@ -278,7 +293,7 @@ export class S3Store implements ObjectStore {
       try {
         return await op();
       } catch (err) {
-        throw classify(err, key, this.url);
+        throw classify(err, { key, url: this.url });
       }
     }, { policy: this.#retry });
   }
@@ -349,7 +364,10 @@ function httpStatus(err: unknown): number | undefined {
 }
 
 /** Maps an AWS SDK error to Podmin's typed store errors. */
-export function classify(err: unknown, key: string, url: string): StoreError {
+export function classify(
+  err: unknown,
+  { key, url }: { key: string; url: string },
+): StoreError {
   if (err instanceof StoreError) return err;
   const status = httpStatus(err);
   const name = (err as { name?: string })?.name ?? "";

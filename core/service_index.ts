@@ -1,8 +1,11 @@
 /**
  * `services/index.json`: every Service with its content address and stable
- * VIP. The CLI allocates VIPs from the index's `serviceCIDR`.
+ * VIP. The CLI allocates VIPs from the index's `serviceCIDR` and updates the
+ * index through the CAS loop over `serviceIndexObject`.
  */
 
+import { SERVICE_INDEX } from "./bucket_layout.ts";
+import type { CasObject } from "./cas_update.ts";
 import { sha256Hex } from "./digest.ts";
 import { PodminError, ValidationError } from "./errors.ts";
 import {
@@ -16,6 +19,7 @@ import {
 import { isDnsLabel } from "./names.ts";
 import { API_VERSION } from "./resources.ts";
 import { compareCodeUnits } from "./canonical_json.ts";
+import { getIfExists, type ObjectStore } from "./object_store.ts";
 
 /** The default Service range: a ULA /112 (65,536 VIPs). */
 export const DEFAULT_SERVICE_CIDR = "fd00:504d::/112";
@@ -120,7 +124,10 @@ export function serializeServiceIndex(index: ServiceIndex): Uint8Array {
  * then linear probing to the first free address. The network address is never
  * used. Throws when the range is full.
  */
-export function allocateVip(index: ServiceIndex, namespace: string, name: string): string {
+export function allocateVip(
+  index: ServiceIndex,
+  { namespace, name }: { namespace: string; name: string },
+): string {
   const prefix = parseIpv6Prefix(index.serviceCIDR);
   const size = prefixSize(prefix);
   const used = new Set(index.services.map((s) => parseIpv6(s.vip)));
@@ -134,4 +141,21 @@ export function allocateVip(index: ServiceIndex, namespace: string, name: string
   throw new PodminError(`no free VIP left in ${index.serviceCIDR}`, {
     hint: "delete unused Services; the range is fixed when the first Service is applied",
   });
+}
+
+/** `services/index.json` as a CAS object; an absent index starts with the range `serviceCIDR`. */
+export function serviceIndexObject(serviceCIDR?: string): CasObject<ServiceIndex> {
+  return {
+    key: SERVICE_INDEX,
+    parse: parseServiceIndex,
+    serialize: serializeServiceIndex,
+    empty: () => emptyServiceIndex(serviceCIDR),
+    contentType: "application/json",
+  };
+}
+
+/** Reads the service index, or undefined when absent. */
+export async function readServiceIndex(store: ObjectStore): Promise<ServiceIndex | undefined> {
+  const got = await getIfExists(store, SERVICE_INDEX);
+  return got ? parseServiceIndex(got.body) : undefined;
 }

@@ -10,17 +10,20 @@ const spec = `sha256:${"a".repeat(64)}`;
 
 Deno.test("service index: VIPs are stable per name, unique, inside the range, never the network address", () => {
   const index = emptyServiceIndex("fd00:504d::/120"); // 256 addresses: 255 usable
-  const first = allocateVip(index, "default", "web");
-  assert.equal(allocateVip(index, "default", "web"), first, "deterministic");
+  const first = allocateVip(index, { namespace: "default", name: "web" });
+  assert.equal(allocateVip(index, { namespace: "default", name: "web" }), first, "deterministic");
   const seen = new Set<string>();
   for (let i = 0; i < 255; i++) {
-    const vip = allocateVip(index, "default", `s${i}`);
+    const vip = allocateVip(index, { namespace: "default", name: `s${i}` });
     assert.ok(!seen.has(vip));
     assert.notEqual(vip, "fd00:504d::");
     seen.add(vip);
     index.services.push({ namespace: "default", name: `s${i}`, spec, vip });
   }
-  assert.throws(() => allocateVip(index, "default", "one-too-many"), /no free VIP/);
+  assert.throws(
+    () => allocateVip(index, { namespace: "default", name: "one-too-many" }),
+    /no free VIP/,
+  );
   const back = parseServiceIndex(serializeServiceIndex(index));
   assert.equal(back.services.length, 255);
 });

@@ -2,7 +2,7 @@
  * The Service snapshot: the dataplane's input. Every Service of the cluster
  * (all NodeGroups) with its VIP, its ports and the addresses of its ready
  * backends, wherever they run. Produced by discovery (kubelet Pods of this
- * node plus peers' endpoint snapshots); consumed by agent/dataplane.ts.
+ * node plus peers' endpoint snapshots); consumed by agent/dataplane/dataplane.ts.
  *
  * ```json
  * {

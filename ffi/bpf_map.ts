@@ -48,7 +48,7 @@ export function numPossibleCpus(): number {
 
 /**
  * A map. Keys and values are raw bytes in the kernel's layout; callers
- * encode them (agent/dataplane_maps.ts for the dataplane).
+ * encode them (the map modules of agent/dataplane/ for the dataplane).
  */
 export class BpfMap implements MapShape {
   readonly name: string;

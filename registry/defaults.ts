@@ -1,11 +1,7 @@
-/** Registry defaults shared by the agent (server), the CLI (image references) and vmconfig. */
+/** Registry defaults: where the agent serves the registry, and the hostname Pods pull from. */
 
-/**
- * The hostname Pod images use: `registry.podmin.internal/apps/NAME:TAG` and
- * `registry.podmin.internal/mirror/REGISTRY/NAME:TAG`. It never resolves in DNS:
- * containerd maps it to the loopback registry through certs.d/<host>/hosts.toml.
- */
-export const REGISTRY_HOSTNAME = "registry.podmin.internal";
+/** The hostname Pod images use (an image-reference concept, defined in core). */
+export { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
 
 /** Where the agent serves the registry: loopback only. */
 export const REGISTRY_LISTEN = "127.0.0.1:5000";

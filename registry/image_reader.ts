@@ -11,10 +11,10 @@ import {
   type ImageRepository,
   imageTagKey,
 } from "../core/bucket_layout.ts";
-import { sha256Hex } from "../core/digest.ts";
+import { isDigest, sha256Hex } from "../core/digest.ts";
 import { ValidationError } from "../core/errors.ts";
 import type { ByteRange, ObjectStore } from "../core/object_store.ts";
-import { isDigest, parseManifest } from "./manifest.ts";
+import { parseManifest } from "./manifest.ts";
 
 /** A manifest as served. */
 export interface ManifestContent {

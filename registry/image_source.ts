@@ -5,9 +5,9 @@
  */
 
 import * as path from "node:path";
-import { Sha256Counter, sha256Hex } from "../core/digest.ts";
+import { isDigest, Sha256Counter, sha256Hex } from "../core/digest.ts";
 import { UsageError, ValidationError } from "../core/errors.ts";
-import { type Descriptor, isDigest } from "./manifest.ts";
+import type { Descriptor } from "./manifest.ts";
 import { OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_TAR, OCI_MANIFEST } from "./media_types.ts";
 import { extractTar, safeJoin } from "./tar_extract.ts";
 

@@ -45,9 +45,23 @@ export interface WriteImageResult {
 
 /** Copies one image (manifest or index) from a source into the bucket. */
 export async function writeImage(options: WriteImageOptions): Promise<WriteImageResult> {
-  const { store, source, repo } = options;
-  const log = options.log ?? (() => {});
-  const result: WriteImageResult = {
+  const copy = new ImageCopy(options);
+  const root = await options.source.root();
+  copy.result.digest = await copy.manifest({ doc: root, expected: root.digest, depth: 0 });
+  copy.result.mediaType = root.mediaType;
+  if (options.tag) {
+    await options.store.put(imageTagKey(options.repo, options.tag), root.bytes, {
+      contentType: root.mediaType,
+    });
+  }
+  return copy.result;
+}
+
+/** One copy in progress: blobs before the manifests that reference them, children first. */
+class ImageCopy {
+  readonly #options: WriteImageOptions;
+  readonly #log: (line: string) => void;
+  readonly result: WriteImageResult = {
     digest: "",
     mediaType: "",
     blobsUploaded: 0,
@@ -57,26 +71,79 @@ export async function writeImage(options: WriteImageOptions): Promise<WriteImage
     platforms: [],
   };
 
-  const verify = (doc: ManifestDoc, expected?: string) => {
+  constructor(options: WriteImageOptions) {
+    this.#options = options;
+    this.#log = options.log ?? (() => {});
+  }
+
+  /** Copies a manifest (an index: its wanted children first) and returns its digest. */
+  async manifest(
+    { doc, expected, depth }: { doc: ManifestDoc; expected?: string; depth: number },
+  ): Promise<string> {
+    const { source } = this.#options;
+    if (depth > 2) throw new ValidationError(`${source.name}: indexes nested too deep`);
+    const digest = this.#verify(doc, expected);
+    const parsed = parseManifest(doc.bytes, doc.mediaType);
+    doc.mediaType = parsed.mediaType;
+    if (parsed.manifests.length) {
+      for (const child of this.#wantedChildren(parsed.manifests)) {
+        await this.manifest({
+          doc: await source.manifest(child),
+          expected: child.digest,
+          depth: depth + 1,
+        });
+        const platform = platformOf(child);
+        if (platform) this.result.platforms.push(platform);
+      }
+    } else {
+      for (const blob of parsed.blobs) await this.#putBlob(blob);
+    }
+    await this.#putManifest(doc, digest);
+    return digest;
+  }
+
+  #verify(doc: ManifestDoc, expected?: string): string {
     const actual = `sha256:${sha256Hex(doc.bytes)}`;
     if (expected && actual !== expected) {
-      throw new ValidationError(`${source.name}: manifest ${expected} has digest ${actual}`);
+      throw new ValidationError(
+        `${this.#options.source.name}: manifest ${expected} has digest ${actual}`,
+      );
     }
     return actual;
-  };
+  }
 
-  const putBlob = async (d: Descriptor) => {
+  /** The index entries of the wanted platforms (all without `platforms`); none is an error. */
+  #wantedChildren(manifests: Descriptor[]): Descriptor[] {
+    const { platforms, source } = this.#options;
+    const wanted = manifests.filter((m) => {
+      const platform = platformOf(m);
+      return !platforms ||
+        (platform !== undefined && platforms.some((p) => platform.startsWith(p)));
+    });
+    if (!wanted.length) {
+      throw new ValidationError(
+        `${source.name}: no manifest for ${platforms?.join(", ")}`,
+        {
+          hint: `available: ${manifests.map((m) => platformOf(m) ?? "unknown").join(", ")}`,
+        },
+      );
+    }
+    return wanted;
+  }
+
+  async #putBlob(d: Descriptor): Promise<void> {
+    const { store, repo, source } = this.#options;
     const key = imageBlobKey(repo.root, d.digest.slice(7));
     try {
       const info = await store.head(key);
       if (info.size === d.size) {
-        result.blobsSkipped++;
+        this.result.blobsSkipped++;
         return;
       }
     } catch (err) {
       if (!(err instanceof NotFoundError)) throw err;
     }
-    const p = progress(`blob ${d.digest.slice(7, 19)}`, d.size, { write: log });
+    const p = progress(`blob ${d.digest.slice(7, 19)}`, d.size, { write: this.#log });
     await store.putStream(key, await source.blob(d), {
       sha256: d.digest.slice(7),
       size: d.size,
@@ -84,11 +151,12 @@ export async function writeImage(options: WriteImageOptions): Promise<WriteImage
       onProgress: (n) => p.update(n),
     });
     p.done();
-    result.blobsUploaded++;
-    result.bytesUploaded += d.size;
-  };
+    this.result.blobsUploaded++;
+    this.result.bytesUploaded += d.size;
+  }
 
-  const putManifest = async (doc: ManifestDoc, digest: string) => {
+  async #putManifest(doc: ManifestDoc, digest: string): Promise<void> {
+    const { store, repo } = this.#options;
     const key = imageManifestKey(repo, digest.slice(7));
     try {
       await store.head(key);
@@ -97,47 +165,6 @@ export async function writeImage(options: WriteImageOptions): Promise<WriteImage
       if (!(err instanceof NotFoundError)) throw err;
     }
     await store.put(key, doc.bytes, { contentType: doc.mediaType });
-    result.manifests++;
-  };
-
-  const copyManifest = async (doc: ManifestDoc, expected?: string, depth = 0): Promise<string> => {
-    if (depth > 2) throw new ValidationError(`${source.name}: indexes nested too deep`);
-    const digest = verify(doc, expected);
-    const parsed = parseManifest(doc.bytes, doc.mediaType);
-    doc.mediaType = parsed.mediaType;
-    if (parsed.manifests.length) {
-      const wanted = parsed.manifests.filter((m) => {
-        const platform = platformOf(m);
-        return !options.platforms ||
-          (platform !== undefined && options.platforms.some((p) => platform.startsWith(p)));
-      });
-      if (!wanted.length) {
-        throw new ValidationError(
-          `${source.name}: no manifest for ${options.platforms?.join(", ")}`,
-          {
-            hint: `available: ${
-              parsed.manifests.map((m) => platformOf(m) ?? "unknown").join(", ")
-            }`,
-          },
-        );
-      }
-      for (const child of wanted) {
-        await copyManifest(await source.manifest(child), child.digest, depth + 1);
-        const platform = platformOf(child);
-        if (platform) result.platforms.push(platform);
-      }
-    } else {
-      for (const blob of parsed.blobs) await putBlob(blob);
-    }
-    await putManifest(doc, digest);
-    return digest;
-  };
-
-  const root = await source.root();
-  result.digest = await copyManifest(root, root.digest);
-  result.mediaType = root.mediaType;
-  if (options.tag) {
-    await store.put(imageTagKey(repo, options.tag), root.bytes, { contentType: root.mediaType });
+    this.result.manifests++;
   }
-  return result;
 }

@@ -4,6 +4,7 @@
  * as untrusted input.
  */
 
+import { isDigest } from "../core/digest.ts";
 import { ValidationError } from "../core/errors.ts";
 import { isIndexType, isManifestType, OCI_INDEX, OCI_MANIFEST } from "./media_types.ts";
 
@@ -23,13 +24,6 @@ export interface ParsedManifest {
   manifests: Descriptor[];
   /** Config and layers of an image manifest; empty for an index. */
   blobs: Descriptor[];
-}
-
-const DIGEST = /^sha256:[0-9a-f]{64}$/;
-
-/** Checks a digest string `sha256:<hex>` (the only algorithm stored). */
-export function isDigest(value: unknown): boolean {
-  return typeof value === "string" && DIGEST.test(value);
 }
 
 function descriptor(v: unknown, where: string): Descriptor {

@@ -6,12 +6,12 @@
  */
 
 import { type ImageRepository, parseImageRepository } from "../core/bucket_layout.ts";
+import { isDigest } from "../core/digest.ts";
 import { NotFoundError, PodminError, UnavailableError, ValidationError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { checkTag } from "../core/names.ts";
 import type { ByteRange } from "../core/object_store.ts";
 import type { ImageReader } from "./image_reader.ts";
-import { isDigest } from "./manifest.ts";
 
 /** OCI error body. */
 function ociError(

@@ -5,92 +5,11 @@
  */
 
 import { sha256Hex } from "../core/digest.ts";
-import {
-  NotFoundError,
-  PodminError,
-  UnavailableError,
-  UsageError,
-  ValidationError,
-} from "../core/errors.ts";
-import {
-  checkRegistryHost,
-  checkRepository,
-  checkTag,
-  mirrorHostComponent,
-} from "../core/names.ts";
+import { NotFoundError, PodminError, UnavailableError, ValidationError } from "../core/errors.ts";
+import type { UpstreamRef } from "../core/image_ref.ts";
 import type { ImageSource, ManifestDoc } from "./image_source.ts";
-import { type Descriptor, isDigest } from "./manifest.ts";
+import type { Descriptor } from "./manifest.ts";
 import { MANIFEST_TYPES } from "./media_types.ts";
-
-/** A parsed upstream reference. */
-export interface UpstreamRef {
-  /** The registry as written in references (`docker.io`, `registry.k8s.io`). */
-  registry: string;
-  repository: string;
-  tag?: string;
-  digest?: string;
-}
-
-/**
- * Parses `[REGISTRY/]REPO[:TAG][@DIGEST]` the way Docker does: a first
- * component with a dot, a colon or `localhost` is a registry; otherwise the
- * registry is docker.io, and a one-component repository gets `library/`.
- */
-export function parseUpstreamRef(text: string): UpstreamRef {
-  const hint = "e.g. registry.k8s.io/pause:3.10, nginx:1.27 or ghcr.io/org/app@sha256:…";
-  let rest = text.trim();
-  let digest: string | undefined;
-  const at = rest.indexOf("@");
-  if (at >= 0) {
-    digest = rest.slice(at + 1);
-    rest = rest.slice(0, at);
-    if (!isDigest(digest)) {
-      throw new UsageError(`invalid digest in ${JSON.stringify(text)}`, { hint });
-    }
-  }
-  const slash = rest.indexOf("/");
-  const first = slash < 0 ? "" : rest.slice(0, slash);
-  let registry = "docker.io";
-  if (first && (first.includes(".") || first.includes(":") || first === "localhost")) {
-    registry = first;
-    rest = rest.slice(slash + 1);
-  }
-  let tag: string | undefined;
-  const colon = rest.lastIndexOf(":");
-  if (colon >= 0) {
-    tag = rest.slice(colon + 1);
-    rest = rest.slice(0, colon);
-  }
-  if (registry === "index.docker.io" || registry === "registry-1.docker.io") registry = "docker.io";
-  if (registry === "docker.io" && !rest.includes("/")) rest = `library/${rest}`;
-  if (!tag && !digest) tag = "latest";
-  try {
-    checkRegistryHost(registry);
-    checkRepository(rest);
-    if (tag) checkTag(tag);
-  } catch (err) {
-    throw new UsageError(
-      `invalid image reference ${JSON.stringify(text)}: ${(err as Error).message}`,
-      { hint },
-    );
-  }
-  return { registry, repository: rest, tag, digest };
-}
-
-/**
- * Where a mirrored upstream image lives: `mirror/<host>/<repository>`, a
- * registry port written `_PORT`. Pods pull `<registry-hostname>/` + this path
- * (+ `:tag` or `@digest`); `podmin mirror` writes it.
- */
-export function mirrorPathOf(ref: UpstreamRef): string {
-  return `mirror/${mirrorHostComponent(ref.registry)}/${ref.repository}`;
-}
-
-/** The reference Pods use for a mirrored upstream image. */
-export function mirroredImageRef(ref: UpstreamRef, registryHostname: string): string {
-  const suffix = ref.digest ? `@${ref.digest}` : `:${ref.tag}`;
-  return `${registryHostname}/${mirrorPathOf(ref)}${suffix}`;
-}
 
 /** Options of `UpstreamSource`. */
 export interface UpstreamOptions {
@@ -105,12 +24,12 @@ export interface UpstreamOptions {
 /** Pulls manifests and blobs from an upstream registry. */
 export class UpstreamSource implements ImageSource {
   readonly name: string;
-  readonly #o: UpstreamOptions;
+  readonly #options: UpstreamOptions;
   readonly #base: string;
   #auth?: string;
 
   constructor(options: UpstreamOptions) {
-    this.#o = options;
+    this.#options = options;
     const { registry, repository } = options.ref;
     const host = registry === "docker.io" ? "registry-1.docker.io" : registry;
     this.#base = `${options.plainHttp ? "http" : "https"}://${host}/v2/${repository}`;
@@ -118,8 +37,8 @@ export class UpstreamSource implements ImageSource {
   }
 
   async root(): Promise<ManifestDoc> {
-    const ref = this.#o.ref.digest ?? this.#o.ref.tag!;
-    return await this.#manifest(ref, this.#o.ref.digest);
+    const ref = this.#options.ref.digest ?? this.#options.ref.tag!;
+    return await this.#manifest(ref, this.#options.ref.digest);
   }
 
   manifest(d: Descriptor): Promise<ManifestDoc> {
@@ -149,7 +68,7 @@ export class UpstreamSource implements ImageSource {
   }
 
   async #get(url: string, headers: Record<string, string>): Promise<Response> {
-    const f = this.#o.fetch ?? fetch;
+    const f = this.#options.fetch ?? fetch;
     for (let attempt = 0; attempt < 2; attempt++) {
       let res: Response;
       try {
@@ -186,7 +105,7 @@ export class UpstreamSource implements ImageSource {
 
   /** Answers a WWW-Authenticate challenge (Bearer token service or Basic). */
   async #authorize(challenge: string): Promise<string> {
-    const creds = this.#o.credentials;
+    const creds = this.#options.credentials;
     const basic = creds ? `Basic ${btoa(creds)}` : undefined;
     const scheme = challenge.split(" ")[0].toLowerCase();
     if (scheme === "basic") {
@@ -207,8 +126,11 @@ export class UpstreamSource implements ImageSource {
     if (!params.realm) throw new PodminError(`${this.name}: bearer challenge without realm`);
     const url = new URL(params.realm);
     if (params.service) url.searchParams.set("service", params.service);
-    url.searchParams.set("scope", params.scope ?? `repository:${this.#o.ref.repository}:pull`);
-    const f = this.#o.fetch ?? fetch;
+    url.searchParams.set(
+      "scope",
+      params.scope ?? `repository:${this.#options.ref.repository}:pull`,
+    );
+    const f = this.#options.fetch ?? fetch;
     const res = await f(url, { headers: basic ? { Authorization: basic } : {} });
     if (!res.ok) {
       await res.body?.cancel();

@@ -5,7 +5,7 @@
  *
  *   deno run --allow-read --allow-write --allow-run vmconfig/build_assets.ts
  *
- * `vmconfig/assets_test.ts` fails while assets.ts is out of date.
+ * `vmconfig/vmconfig_test.ts` ("assets.ts is up to date") fails while assets.ts is out of date.
  */
 
 import * as path from "node:path";

@@ -9,6 +9,7 @@ import { gzipSync } from "node:zlib";
 import { dependencyBlobKey } from "../core/bucket_layout.ts";
 import { sha256Hex } from "../core/digest.ts";
 import { ValidationError } from "../core/errors.ts";
+import { mirroredImageRef, parseUpstreamRef, REGISTRY_HOSTNAME } from "../core/image_ref.ts";
 import {
   checkClusterId,
   checkDnsSubdomain,
@@ -16,8 +17,6 @@ import {
   checkSha256Hex,
 } from "../core/names.ts";
 import { VERSION } from "../core/version.ts";
-import { REGISTRY_HOSTNAME } from "../registry/defaults.ts";
-import { mirroredImageRef, parseUpstreamRef } from "../registry/upstream.ts";
 import { VMCONFIG_ASSETS } from "./assets.ts";
 
 /** EC2's limit on user-data bytes (before base64). */

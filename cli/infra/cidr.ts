@@ -68,7 +68,10 @@ export function formatCidr(c: Cidr): string {
  * The `index`-th block of length `newLength` inside `parent` (Terraform's `cidrsubnet` with
  * `newbits = newLength - parent.length`).
  */
-export function subnetOf(parent: Cidr, newLength: number, index: number): Cidr {
+export function subnetOf(
+  parent: Cidr,
+  { length: newLength, index }: { length: number; index: number },
+): Cidr {
   const newBits = newLength - parent.length;
   if (newBits < 0 || newLength > bits(parent)) {
     throw new ValidationError(`cannot carve a /${newLength} out of ${formatCidr(parent)}`);

@@ -3,7 +3,7 @@
  * Terraform names of shared resources and a few expression helpers.
  */
 
-import type { CheckedInputs } from "./cluster_spec.ts";
+import type { CheckedInputs } from "./infra_inputs.ts";
 import { CLUSTER_TAG } from "./iam.ts";
 import { ipv6SubnetCidr, type Topology } from "./topology.ts";
 import { dataRef, expr, ref, type TofuBuilder } from "./tofu_json.ts";
@@ -36,15 +36,24 @@ export function nat64Name(natTfName: string): string {
 
 /** Shared state of one generation. */
 export class GenContext {
+  /** The validated inputs. */
+  readonly inputs: CheckedInputs;
+  /** The planned topology (zones, route domains, NodeGroups, NAT64 groups, names). */
+  readonly topology: Topology;
+  /** The configuration being built. */
+  readonly builder: TofuBuilder;
+
   constructor(
-    readonly c: CheckedInputs,
-    readonly t: Topology,
-    readonly b: TofuBuilder,
-  ) {}
+    parts: { inputs: CheckedInputs; topology: Topology; builder: TofuBuilder },
+  ) {
+    this.inputs = parts.inputs;
+    this.topology = parts.topology;
+    this.builder = parts.builder;
+  }
 
   /** True when the VPC is reused (a data source), false when the configuration creates it. */
   get reusedVpc(): boolean {
-    return this.c.existingVpc !== undefined;
+    return this.inputs.existingVpc !== undefined;
   }
 
   /** `${…id}` of the VPC. */
@@ -60,19 +69,19 @@ export class GenContext {
 
   /** The IPv6 /64 with this index: a literal when the VPC block is known, else `cidrsubnet`. */
   ipv6Subnet(index: number): string {
-    if (this.c.vpcIpv6) return ipv6SubnetCidr(this.c.vpcIpv6, index);
+    if (this.inputs.vpcIpv6) return ipv6SubnetCidr(this.inputs.vpcIpv6, index);
     return expr(`cidrsubnet(${this.vpcIpv6Expression()}, 8, ${index})`);
   }
 
   /** `${…id}` of the internet gateway (created or reused). */
   igwId(): string {
-    return this.c.existingVpc?.internetGatewayId !== undefined
+    return this.inputs.existingVpc?.internetGatewayId !== undefined
       ? dataRef("aws_internet_gateway", TF.igw, "id")
       : ref("aws_internet_gateway", TF.igw, "id");
   }
 
   /** Tags of a resource: the cluster tag, a Name, and extra tags. */
   tags(name: string, extra: Record<string, string> = {}): Record<string, string> {
-    return { [CLUSTER_TAG]: this.c.spec.cluster, Name: name, ...extra };
+    return { [CLUSTER_TAG]: this.inputs.spec.cluster, Name: name, ...extra };
   }
 }

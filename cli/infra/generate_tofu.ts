@@ -8,7 +8,7 @@
  */
 
 import { INFRA_STATE } from "../../core/bucket_layout.ts";
-import { type CheckedInputs, checkInfraInputs, type InfraInputs } from "./cluster_spec.ts";
+import { type CheckedInputs, checkInfraInputs, type InfraInputs } from "./infra_inputs.ts";
 import { GenContext, nat64Name, nat64SubnetName, nodeSubnetName, TF } from "./context.ts";
 import { CLUSTER_TAG } from "./iam.ts";
 import type { Architecture } from "./instance_types.ts";
@@ -26,15 +26,15 @@ export const REQUIRED_TOFU_VERSION = ">= 1.10.0";
 /** AWS provider versions the configuration is written for. */
 export const AWS_PROVIDER_VERSION = ">= 5.80.0, < 7.0.0";
 
-function terraformBlock(c: CheckedInputs) {
+function terraformBlock(checked: CheckedInputs) {
   return {
     required_version: REQUIRED_TOFU_VERSION,
     required_providers: { aws: { source: "hashicorp/aws", version: AWS_PROVIDER_VERSION } },
     backend: {
       s3: {
-        bucket: c.spec.bucket,
+        bucket: checked.spec.bucket,
         key: INFRA_STATE,
-        region: c.spec.region,
+        region: checked.spec.region,
         encrypt: true,
         use_lockfile: true,
       },
@@ -43,62 +43,66 @@ function terraformBlock(c: CheckedInputs) {
 }
 
 function addOutputs(g: GenContext): void {
-  const { b, t } = g;
-  b.output("vpc_id", g.vpcId(), "the cluster's VPC");
-  b.output(
+  const { builder, topology } = g;
+  builder.output("vpc_id", g.vpcId(), "the cluster's VPC");
+  builder.output(
     "node_subnet_ids",
     Object.fromEntries(
-      t.domains.map((d) => [d.key, ref("aws_subnet", nodeSubnetName(d.tfName), "id")]),
+      topology.domains.map((d) => [d.key, ref("aws_subnet", nodeSubnetName(d.tfName), "id")]),
     ),
     "node subnet per route domain (zone-<letter> shared, ng-<name> dedicated NAT64)",
   );
-  b.output(
+  builder.output(
     "nat64_subnet_ids",
     Object.fromEntries(
-      t.nat64Subnets.map((s) => [s.zone, ref("aws_subnet", nat64SubnetName(s.tfName), "id")]),
+      topology.nat64Subnets.map((
+        s,
+      ) => [s.zone, ref("aws_subnet", nat64SubnetName(s.tfName), "id")]),
     ),
     "NAT64 subnet per zone",
   );
-  b.output(
+  builder.output(
     "nodegroup_asg_names",
     Object.fromEntries(
-      t.nodeGroups.map((ng) => [ng.name, ref("aws_autoscaling_group", ng.tfName, "name")]),
+      topology.nodeGroups.map((ng) => [ng.name, ref("aws_autoscaling_group", ng.tfName, "name")]),
     ),
     "Auto Scaling Group per NodeGroup (setup waits up to 3 minutes for each)",
   );
-  b.output(
+  builder.output(
     "nodegroup_launch_template_versions",
     Object.fromEntries(
-      t.nodeGroups.map((ng) => [ng.name, ref("aws_launch_template", ng.tfName, "latest_version")]),
+      topology.nodeGroups.map((
+        ng,
+      ) => [ng.name, ref("aws_launch_template", ng.tfName, "latest_version")]),
     ),
     "launch template version per NodeGroup (a new version starts an instance refresh)",
   );
-  b.output(
+  builder.output(
     "nat64_asg_names",
     Object.fromEntries(
-      t.nat64.map((n) => [n.key, ref("aws_autoscaling_group", nat64Name(n.tfName), "name")]),
+      topology.nat64.map((n) => [n.key, ref("aws_autoscaling_group", nat64Name(n.tfName), "name")]),
     ),
     "Auto Scaling Group per NAT64 group (setup waits up to 15 minutes for each)",
   );
-  b.output(
+  builder.output(
     "nat64_public_ipv4",
     Object.fromEntries(
-      t.nat64.map((n) => [n.key, ref("aws_eip", nat64Name(n.tfName), "public_ip")]),
+      topology.nat64.map((n) => [n.key, ref("aws_eip", nat64Name(n.tfName), "public_ip")]),
     ),
     "the stable public IPv4 address of each NAT64 group",
   );
-  b.output(
+  builder.output(
     "node_security_group_id",
     ref("aws_security_group", TF.nodeSecurityGroup, "id"),
     "security group of every node ENI",
   );
-  b.output("node_role_arn", ref("aws_iam_role", TF.nodeRole, "arn"), "the node role");
+  builder.output("node_role_arn", ref("aws_iam_role", TF.nodeRole, "arn"), "the node role");
 }
 
-function usedArchitectures(t: Topology): Set<Architecture> {
+function usedArchitectures(topology: Topology): Set<Architecture> {
   return new Set([
-    ...t.nodeGroups.map((ng) => ng.architecture),
-    ...t.nat64.map((n) => n.architecture),
+    ...topology.nodeGroups.map((ng) => ng.architecture),
+    ...topology.nat64.map((n) => n.architecture),
   ]);
 }
 
@@ -107,23 +111,23 @@ function usedArchitectures(t: Topology): Set<Architecture> {
  * the first problem).
  */
 export function generateTofu(inputs: InfraInputs): TofuConfig {
-  const c = checkInfraInputs(inputs);
-  const t = planTopology(c);
-  const b = new TofuBuilder(terraformBlock(c), {
+  const checked = checkInfraInputs(inputs);
+  const topology = planTopology(checked);
+  const builder = new TofuBuilder(terraformBlock(checked), {
     aws: {
-      region: c.spec.region,
-      default_tags: { tags: { [CLUSTER_TAG]: c.spec.cluster } },
+      region: checked.spec.region,
+      default_tags: { tags: { [CLUSTER_TAG]: checked.spec.cluster } },
     },
   });
-  const g = new GenContext(c, t, b);
-  b.data("aws_partition", TF.current, {});
-  b.data("aws_caller_identity", TF.current, {});
-  addAmiLookups(g, usedArchitectures(t));
+  const g = new GenContext({ inputs: checked, topology, builder });
+  builder.data("aws_partition", TF.current, {});
+  builder.data("aws_caller_identity", TF.current, {});
+  addAmiLookups(g, usedArchitectures(topology));
   addNetwork(g);
   addNodeGroups(g);
   addNat64(g);
   addOutputs(g);
-  return b.config;
+  return builder.config;
 }
 
 /** The topology `generateTofu` would build (ASG names, capacity waits, subnets), for setup. */

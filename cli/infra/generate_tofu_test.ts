@@ -3,7 +3,13 @@ import { INFRA_STATE } from "../../core/bucket_layout.ts";
 import { ValidationError } from "../../core/errors.ts";
 import { describeInfra, generateTofu, serializeTofu } from "./generate_tofu.ts";
 import type { TfBody } from "./tofu_json.ts";
-import { nodeGroup, refOf, resource, resources, sampleInputs } from "./test_support.ts";
+import {
+  nodeGroup,
+  refOf,
+  resource,
+  resources,
+  sampleInputs,
+} from "../../tests/harness/tofu_config.ts";
 
 const twoGroups = () =>
   sampleInputs({

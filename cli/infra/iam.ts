@@ -8,7 +8,7 @@
  */
 
 import { AGENT_READ_PREFIXES, AGENT_WRITE_PREFIXES, PREFIXES } from "../../core/bucket_layout.ts";
-import type { CheckedInputs, S3ObjectRef } from "./cluster_spec.ts";
+import type { CheckedInputs, S3ObjectRef } from "./infra_inputs.ts";
 import type { Nat64Plan } from "./topology.ts";
 import { dataRef, literal } from "./tofu_json.ts";
 
@@ -66,7 +66,9 @@ export function s3ObjectArn(bucket: string, keyPattern: string): string {
 }
 
 /** `arn:<partition>:<service>:<region>:<account>:<resource>`. */
-export function regionalArn(service: string, region: string, resource: string): string {
+export function regionalArn(
+  { service, region, resource }: { service: string; region: string; resource: string },
+): string {
   return `arn:${PARTITION}:${service}:${region}:${ACCOUNT}:${resource}`;
 }
 
@@ -132,20 +134,22 @@ export function nodeRolePolicy(c: CheckedInputs): PolicyDocument {
       Sid: "ReadClusterParameters",
       Effect: "Allow",
       Action: ["ssm:GetParameter"],
-      Resource: [regionalArn("ssm", region, `parameter/${cluster}/*`)],
+      Resource: [regionalArn({ service: "ssm", region, resource: `parameter/${cluster}/*` })],
     },
     {
       Sid: "ReadClusterSecrets",
       Effect: "Allow",
       Action: ["secretsmanager:GetSecretValue"],
-      Resource: [regionalArn("secretsmanager", region, `secret:/${cluster}/*`)],
+      Resource: [
+        regionalArn({ service: "secretsmanager", region, resource: `secret:/${cluster}/*` }),
+      ],
     },
     ssmAgentStatement(),
     {
       Sid: "AssignPodPrefix",
       Effect: "Allow",
       Action: ["ec2:AssignIpv6Addresses"],
-      Resource: [regionalArn("ec2", region, "network-interface/*")],
+      Resource: [regionalArn({ service: "ec2", region, resource: "network-interface/*" })],
       Condition: { StringEquals: { [`aws:ResourceTag/${CLUSTER_TAG}`]: cluster } },
     },
   );
@@ -172,8 +176,11 @@ export function nodeRolePolicy(c: CheckedInputs): PolicyDocument {
  * A NAT64 instance role: attach exactly its own stable ENI (to an instance of its own group),
  * read the dependency files, and run SSM Agent. `eniId` is the interpolation of the ENI's id.
  */
-export function nat64RolePolicy(c: CheckedInputs, nat: Nat64Plan, eniId: string): PolicyDocument {
-  const { bucket, cluster, region } = c.spec;
+export function nat64RolePolicy(
+  inputs: CheckedInputs,
+  { nat, eniId }: { nat: Nat64Plan; eniId: string },
+): PolicyDocument {
+  const { bucket, cluster, region } = inputs.spec;
   return {
     Version: "2012-10-17",
     Statement: [
@@ -181,13 +188,13 @@ export function nat64RolePolicy(c: CheckedInputs, nat: Nat64Plan, eniId: string)
         Sid: "AttachOwnStableEni",
         Effect: "Allow",
         Action: ["ec2:AttachNetworkInterface"],
-        Resource: [regionalArn("ec2", region, `network-interface/${eniId}`)],
+        Resource: [regionalArn({ service: "ec2", region, resource: `network-interface/${eniId}` })],
       },
       {
         Sid: "AttachToOwnGroupInstances",
         Effect: "Allow",
         Action: ["ec2:AttachNetworkInterface"],
-        Resource: [regionalArn("ec2", region, "instance/*")],
+        Resource: [regionalArn({ service: "ec2", region, resource: "instance/*" })],
         Condition: {
           StringEquals: {
             [`aws:ResourceTag/${CLUSTER_TAG}`]: cluster,

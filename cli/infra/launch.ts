@@ -65,13 +65,23 @@ export function asgTags(tags: Record<string, string>): TfValue[] {
 export function addAmiLookups(g: GenContext, used: Set<Architecture>): void {
   for (const arch of ARCHITECTURES) {
     if (!used.has(arch)) continue;
-    g.b.data("aws_ami", arch, {
+    g.builder.data("aws_ami", arch, {
       filter: [
-        { name: "image-id", values: [g.c.amiIds[arch]!] },
+        { name: "image-id", values: [g.inputs.amiIds[arch]!] },
         { name: "architecture", values: [EC2_ARCHITECTURE[arch]] },
       ],
     });
   }
+}
+
+/** What `addInstanceRole` creates: Terraform and AWS names and the one inline policy. */
+export interface InstanceRole {
+  /** Terraform name of the role, its policy and its instance profile. */
+  tfName: string;
+  /** AWS name of the role and the instance profile. */
+  awsName: string;
+  policyName: string;
+  policy: PolicyDocument;
 }
 
 /**
@@ -80,22 +90,19 @@ export function addAmiLookups(g: GenContext, used: Set<Architecture>): void {
  */
 export function addInstanceRole(
   g: GenContext,
-  tfName: string,
-  awsName: string,
-  policyName: string,
-  policy: PolicyDocument,
+  { tfName, awsName, policyName, policy }: InstanceRole,
 ): string {
-  g.b.resource("aws_iam_role", tfName, {
+  g.builder.resource("aws_iam_role", tfName, {
     name: awsName,
     assume_role_policy: JSON.stringify(ec2AssumeRolePolicy()),
     tags: g.tags(awsName),
   });
-  g.b.resource("aws_iam_role_policy", tfName, {
+  g.builder.resource("aws_iam_role_policy", tfName, {
     name: policyName,
     role: ref("aws_iam_role", tfName, "id"),
     policy: JSON.stringify(policy),
   });
-  g.b.resource("aws_iam_instance_profile", tfName, {
+  g.builder.resource("aws_iam_instance_profile", tfName, {
     name: awsName,
     role: ref("aws_iam_role", tfName, "name"),
     tags: g.tags(awsName),

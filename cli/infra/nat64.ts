@@ -25,18 +25,18 @@ import type { Nat64Plan } from "./topology.ts";
 import { base64Utf8, dependsOn, ref } from "./tofu_json.ts";
 
 function addNat64Group(g: GenContext, nat: Nat64Plan): void {
-  const { c, b } = g;
+  const { inputs, builder } = g;
   const name = nat64Name(nat.tfName);
-  const zoneSubnet = g.t.nat64Subnets.find((s) => s.zone === nat.zone)!;
+  const zoneSubnet = g.topology.nat64Subnets.find((s) => s.zone === nat.zone)!;
   const subnet = nat64SubnetName(zoneSubnet.tfName);
-  const label = `podmin-${c.spec.cluster}-nat64-${nat.key}`;
+  const label = `podmin-${inputs.spec.cluster}-nat64-${nat.key}`;
   const tags = g.tags(label, {
     [NAT64_TAG]: nat.key,
     ...(nat.nodeGroup ? { [NODEGROUP_TAG]: nat.nodeGroup } : {}),
   });
   const eniId = ref("aws_network_interface", name, "id");
 
-  b.resource("aws_network_interface", name, {
+  builder.resource("aws_network_interface", name, {
     subnet_id: ref("aws_subnet", subnet, "id"),
     security_groups: [ref("aws_security_group", TF.nat64SecurityGroup, "id")],
     source_dest_check: false,
@@ -44,27 +44,26 @@ function addNat64Group(g: GenContext, nat: Nat64Plan): void {
     description: `podmin NAT64 stable ENI ${nat.key}`,
     tags,
   });
-  b.resource("aws_eip", name, { domain: "vpc", tags });
-  b.resource("aws_eip_association", name, {
+  builder.resource("aws_eip", name, { domain: "vpc", tags });
+  builder.resource("aws_eip_association", name, {
     allocation_id: ref("aws_eip", name, "id"),
     network_interface_id: eniId,
     depends_on: [dependsOn("aws_route", `${subnet}_ipv4_default`)],
   });
 
-  const profile = addInstanceRole(
-    g,
-    name,
-    nat.roleName,
-    "podmin-nat64",
-    nat64RolePolicy(c, nat, eniId),
-  );
+  const profile = addInstanceRole(g, {
+    tfName: name,
+    awsName: nat.roleName,
+    policyName: "podmin-nat64",
+    policy: nat64RolePolicy(inputs, { nat, eniId }),
+  });
 
-  b.resource("aws_launch_template", name, {
+  builder.resource("aws_launch_template", name, {
     name: nat.launchTemplateName,
     description: `Podmin NAT64 ${nat.key}`,
-    image_id: c.amiIds[nat.architecture]!,
+    image_id: inputs.amiIds[nat.architecture]!,
     instance_type: nat.instanceType,
-    user_data: base64Utf8(c.nat64UserData!),
+    user_data: base64Utf8(inputs.nat64UserData!),
     update_default_version: true,
     iam_instance_profile: { arn: profile },
     metadata_options: metadataOptions(true),
@@ -81,7 +80,20 @@ function addNat64Group(g: GenContext, nat: Nat64Plan): void {
     tags,
   });
 
-  b.resource("aws_autoscaling_group", name, {
+  addNat64Asg(g, { nat, name, subnet, tags });
+}
+
+/** The NAT64 group's ASG: one instance, rolled on every launch template change. */
+function addNat64Asg(
+  g: GenContext,
+  { nat, name, subnet, tags }: {
+    nat: Nat64Plan;
+    name: string;
+    subnet: string;
+    tags: Record<string, string>;
+  },
+): void {
+  g.builder.resource("aws_autoscaling_group", name, {
     name: nat.asgName,
     min_size: 1,
     max_size: 1,
@@ -109,5 +121,5 @@ function addNat64Group(g: GenContext, nat: Nat64Plan): void {
 
 /** Adds every NAT64 group of the topology. */
 export function addNat64(g: GenContext): void {
-  for (const nat of g.t.nat64) addNat64Group(g, nat);
+  for (const nat of g.topology.nat64) addNat64Group(g, nat);
 }

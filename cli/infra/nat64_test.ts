@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { generateTofu } from "./generate_tofu.ts";
 import type { TfBody, TofuConfig } from "./tofu_json.ts";
-import { nodeGroup, refOf, resource, resources, sampleInputs } from "./test_support.ts";
+import {
+  nodeGroup,
+  refOf,
+  resource,
+  resources,
+  sampleInputs,
+} from "../../tests/harness/tofu_config.ts";
 
 /** The route domain (subnet name) of a NodeGroup, via its ASG. */
 function subnetOfNodeGroup(config: TofuConfig, ng: string): string {

@@ -21,39 +21,39 @@ import { ref } from "./tofu_json.ts";
 export const NAT64_PREFIX = "64:ff9b::/96";
 
 function addVpc(g: GenContext): void {
-  const { c, b } = g;
-  if (c.existingVpc) {
-    b.data("aws_vpc", TF.vpc, { id: c.existingVpc.id });
-    if (c.existingVpc.ipv6CidrBlock === undefined) {
-      b.resource("aws_vpc_ipv6_cidr_block_association", TF.ipv6Association, {
+  const { inputs, builder } = g;
+  if (inputs.existingVpc) {
+    builder.data("aws_vpc", TF.vpc, { id: inputs.existingVpc.id });
+    if (inputs.existingVpc.ipv6CidrBlock === undefined) {
+      builder.resource("aws_vpc_ipv6_cidr_block_association", TF.ipv6Association, {
         vpc_id: g.vpcId(),
         assign_generated_ipv6_cidr_block: true,
       });
     }
-    if (c.existingVpc.internetGatewayId !== undefined) {
-      b.data("aws_internet_gateway", TF.igw, {
-        internet_gateway_id: c.existingVpc.internetGatewayId,
+    if (inputs.existingVpc.internetGatewayId !== undefined) {
+      builder.data("aws_internet_gateway", TF.igw, {
+        internet_gateway_id: inputs.existingVpc.internetGatewayId,
       });
       return;
     }
   } else {
-    b.resource("aws_vpc", TF.vpc, {
-      cidr_block: c.spec.vpcCidr,
+    builder.resource("aws_vpc", TF.vpc, {
+      cidr_block: inputs.spec.vpcCidr,
       assign_generated_ipv6_cidr_block: true,
       enable_dns_support: true,
       enable_dns_hostnames: true,
-      tags: g.tags(`podmin-${c.spec.cluster}`),
+      tags: g.tags(`podmin-${inputs.spec.cluster}`),
     });
   }
-  b.resource("aws_internet_gateway", TF.igw, {
+  builder.resource("aws_internet_gateway", TF.igw, {
     vpc_id: g.vpcId(),
-    tags: g.tags(`podmin-${c.spec.cluster}`),
+    tags: g.tags(`podmin-${inputs.spec.cluster}`),
   });
 }
 
 function addRouteTable(g: GenContext, name: string, subnetId: string, label: string): string {
-  g.b.resource("aws_route_table", name, { vpc_id: g.vpcId(), tags: g.tags(label) });
-  g.b.resource("aws_route_table_association", name, {
+  g.builder.resource("aws_route_table", name, { vpc_id: g.vpcId(), tags: g.tags(label) });
+  g.builder.resource("aws_route_table_association", name, {
     subnet_id: subnetId,
     route_table_id: ref("aws_route_table", name, "id"),
   });
@@ -61,11 +61,11 @@ function addRouteTable(g: GenContext, name: string, subnetId: string, label: str
 }
 
 function addNodeSubnets(g: GenContext): void {
-  const { c, t, b } = g;
-  for (const d of t.domains) {
+  const { inputs, topology, builder } = g;
+  for (const d of topology.domains) {
     const name = nodeSubnetName(d.tfName);
-    const label = `podmin-${c.spec.cluster}-nodes-${d.key}`;
-    b.resource("aws_subnet", name, {
+    const label = `podmin-${inputs.spec.cluster}-nodes-${d.key}`;
+    builder.resource("aws_subnet", name, {
       vpc_id: g.vpcId(),
       availability_zone: d.zone,
       ipv6_native: true,
@@ -77,13 +77,13 @@ function addNodeSubnets(g: GenContext): void {
       tags: g.tags(label),
     });
     const table = addRouteTable(g, name, ref("aws_subnet", name, "id"), label);
-    b.resource("aws_route", `${name}_ipv6_default`, {
+    builder.resource("aws_route", `${name}_ipv6_default`, {
       route_table_id: table,
       destination_ipv6_cidr_block: "::/0",
       gateway_id: g.igwId(),
     });
     if (d.nat64) {
-      b.resource("aws_route", `${name}_nat64`, {
+      builder.resource("aws_route", `${name}_nat64`, {
         route_table_id: table,
         destination_ipv6_cidr_block: NAT64_PREFIX,
         network_interface_id: ref("aws_network_interface", nat64Name(d.nat64.tfName), "id"),
@@ -93,11 +93,11 @@ function addNodeSubnets(g: GenContext): void {
 }
 
 function addNat64Subnets(g: GenContext): void {
-  const { c, t, b } = g;
-  for (const s of t.nat64Subnets) {
+  const { inputs, topology, builder } = g;
+  for (const s of topology.nat64Subnets) {
     const name = nat64SubnetName(s.tfName);
-    const label = `podmin-${c.spec.cluster}-nat64-${s.zone}`;
-    b.resource("aws_subnet", name, {
+    const label = `podmin-${inputs.spec.cluster}-nat64-${s.zone}`;
+    builder.resource("aws_subnet", name, {
       vpc_id: g.vpcId(),
       availability_zone: s.zone,
       cidr_block: s.ipv4Cidr,
@@ -107,12 +107,12 @@ function addNat64Subnets(g: GenContext): void {
       tags: g.tags(label),
     });
     const table = addRouteTable(g, name, ref("aws_subnet", name, "id"), label);
-    b.resource("aws_route", `${name}_ipv4_default`, {
+    builder.resource("aws_route", `${name}_ipv4_default`, {
       route_table_id: table,
       destination_cidr_block: "0.0.0.0/0",
       gateway_id: g.igwId(),
     });
-    b.resource("aws_route", `${name}_ipv6_default`, {
+    builder.resource("aws_route", `${name}_ipv6_default`, {
       route_table_id: table,
       destination_ipv6_cidr_block: "::/0",
       gateway_id: g.igwId(),
@@ -127,15 +127,15 @@ function addSecurityGroup(
   description: string,
   ingressFrom: string,
 ): void {
-  const { b } = g;
-  b.resource("aws_security_group", name, {
+  const { builder } = g;
+  builder.resource("aws_security_group", name, {
     name: awsName,
     description,
     vpc_id: g.vpcId(),
     tags: g.tags(awsName),
   });
   const id = ref("aws_security_group", name, "id");
-  b.resource("aws_vpc_security_group_ingress_rule", `${name}_from_${ingressFrom}`, {
+  builder.resource("aws_vpc_security_group_ingress_rule", `${name}_from_${ingressFrom}`, {
     security_group_id: id,
     referenced_security_group_id: ref("aws_security_group", ingressFrom, "id"),
     ip_protocol: "-1",
@@ -143,7 +143,7 @@ function addSecurityGroup(
     tags: g.tags(`${awsName}-from-${ingressFrom}`),
   });
   for (const [family, cidr] of [["ipv4", "0.0.0.0/0"], ["ipv6", "::/0"]] as const) {
-    b.resource("aws_vpc_security_group_egress_rule", `${name}_all_${family}`, {
+    builder.resource("aws_vpc_security_group_egress_rule", `${name}_all_${family}`, {
       security_group_id: id,
       [family === "ipv4" ? "cidr_ipv4" : "cidr_ipv6"]: cidr,
       ip_protocol: "-1",
@@ -161,15 +161,15 @@ export function addNetwork(g: GenContext): void {
   addSecurityGroup(
     g,
     TF.nodeSecurityGroup,
-    g.t.names.nodeSecurityGroup,
+    g.topology.names.nodeSecurityGroup,
     "Podmin nodes: ingress only from other nodes of the cluster",
     TF.nodeSecurityGroup,
   );
-  if (g.t.nat64.length > 0) {
+  if (g.topology.nat64.length > 0) {
     addSecurityGroup(
       g,
       TF.nat64SecurityGroup,
-      g.t.names.nat64SecurityGroup,
+      g.topology.names.nat64SecurityGroup,
       "Podmin NAT64 instances: ingress only from the cluster's nodes",
       TF.nodeSecurityGroup,
     );

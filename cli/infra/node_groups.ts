@@ -43,17 +43,17 @@ function nodeInterface(deviceIndex: number, description: string) {
 }
 
 function addNodeGroup(g: GenContext, ng: NodeGroupPlan, instanceProfileArn: string): void {
-  const { c, b } = g;
-  const domain = g.t.domains.find((d) => d.key === ng.domain)!;
+  const { inputs, builder } = g;
+  const domain = g.topology.domains.find((d) => d.key === ng.domain)!;
   const subnet = nodeSubnetName(domain.tfName);
-  const tags = g.tags(`podmin-${c.spec.cluster}-${ng.name}`, { [NODEGROUP_TAG]: ng.name });
+  const tags = g.tags(`podmin-${inputs.spec.cluster}-${ng.name}`, { [NODEGROUP_TAG]: ng.name });
 
-  b.resource("aws_launch_template", ng.tfName, {
+  builder.resource("aws_launch_template", ng.tfName, {
     name: ng.launchTemplateName,
     description: `Podmin NodeGroup ${ng.name}`,
-    image_id: c.amiIds[ng.architecture]!,
+    image_id: inputs.amiIds[ng.architecture]!,
     instance_type: ng.instanceType,
-    user_data: base64Utf8(c.userData[ng.name]),
+    user_data: base64Utf8(inputs.userData[ng.name]),
     update_default_version: true,
     iam_instance_profile: { arn: instanceProfileArn },
     metadata_options: metadataOptions(false),
@@ -66,7 +66,7 @@ function addNodeGroup(g: GenContext, ng: NodeGroupPlan, instanceProfileArn: stri
     tags,
   });
 
-  b.resource("aws_autoscaling_group", ng.tfName, {
+  builder.resource("aws_autoscaling_group", ng.tfName, {
     name: ng.asgName,
     min_size: ng.size,
     max_size: ng.size,
@@ -98,12 +98,11 @@ function addNodeGroup(g: GenContext, ng: NodeGroupPlan, instanceProfileArn: stri
 
 /** Adds the node role and every NodeGroup's launch template and ASG. */
 export function addNodeGroups(g: GenContext): void {
-  const profile = addInstanceRole(
-    g,
-    TF.nodeRole,
-    g.t.names.nodeRole,
-    "podmin-node",
-    nodeRolePolicy(g.c),
-  );
-  for (const ng of g.t.nodeGroups) addNodeGroup(g, ng, profile);
+  const profile = addInstanceRole(g, {
+    tfName: TF.nodeRole,
+    awsName: g.topology.names.nodeRole,
+    policyName: "podmin-node",
+    policy: nodeRolePolicy(g.inputs),
+  });
+  for (const ng of g.topology.nodeGroups) addNodeGroup(g, ng, profile);
 }

@@ -17,10 +17,10 @@ import assert from "node:assert/strict";
 import { getExpressionAst } from "@cdktf/hcl2json";
 import { ValidationError } from "../../core/errors.ts";
 import { generateTofu, serializeTofu } from "./generate_tofu.ts";
-import type { InfraInputs } from "./cluster_spec.ts";
+import type { InfraInputs } from "./infra_inputs.ts";
 import { checkTofuSyntax, scanTemplate, tofuSyntaxProblems } from "./tofu_syntax.ts";
 import { literal, type TofuConfig } from "./tofu_json.ts";
-import { nodeGroup, sampleInputs } from "./test_support.ts";
+import { nodeGroup, sampleInputs } from "../../tests/harness/tofu_config.ts";
 
 const VARIANTS: Record<string, InfraInputs> = {
   "one NodeGroup, created VPC": sampleInputs(),

@@ -20,8 +20,8 @@
 import { ValidationError } from "../../core/errors.ts";
 import { sha256Hex } from "../../core/digest.ts";
 import { type Cidr, formatCidr, overlaps, parseCidr, subnetOf } from "./cidr.ts";
-import type { CheckedInputs, CheckedNodeGroup } from "./cluster_spec.ts";
-import { zoneLetter } from "./cluster_spec.ts";
+import type { CheckedInputs, CheckedNodeGroup } from "./infra_inputs.ts";
+import { zoneLetter } from "./infra_inputs.ts";
 import { type Architecture, architectureOf } from "./instance_types.ts";
 
 /** Minutes setup (and `wait_for_capacity_timeout`) waits for a NodeGroup's ASG. */
@@ -149,6 +149,35 @@ function nat64Plan(
   };
 }
 
+/**
+ * One NAT64 subnet per zone with a NAT64 instance: an IPv4 /27 from the top of the VPC CIDR by
+ * zone letter, and an IPv6 /64.
+ */
+function planNat64Subnets(c: CheckedInputs, nat64: Nat64Plan[]): Nat64SubnetPlan[] {
+  const { region } = c.spec;
+  const natZones = [...new Set(nat64.map((n) => n.zone))].sort();
+  const v4Slots = 2 ** (NAT64_SUBNET_IPV4_LENGTH - c.vpcCidr.length);
+  return natZones.map((zone): Nat64SubnetPlan => {
+    const letter = zoneLetter(region, zone);
+    if (letter >= v4Slots) {
+      throw new ValidationError(
+        `VPC CIDR ${c.spec.vpcCidr} is too small for a NAT64 subnet in zone ${zone}`,
+        { hint: "use a larger --vpc-cidr (a /16 fits every zone)" },
+      );
+    }
+    const ipv4 = subnetOf(c.vpcCidr, {
+      length: NAT64_SUBNET_IPV4_LENGTH,
+      index: v4Slots - 1 - letter,
+    });
+    return {
+      zone,
+      tfName: `zone_${letterOf(zone)}`,
+      ipv6Index: 223 - letter,
+      ipv4Cidr: formatCidr(ipv4),
+    };
+  });
+}
+
 /** Derives the topology from checked inputs (see the module comment for addressing). */
 export function planTopology(c: CheckedInputs): Topology {
   const { cluster, region } = c.spec;
@@ -188,24 +217,7 @@ export function planTopology(c: CheckedInputs): Topology {
     });
   }
 
-  const natZones = [...new Set(nat64.map((n) => n.zone))].sort();
-  const v4Slots = 2 ** (NAT64_SUBNET_IPV4_LENGTH - c.vpcCidr.length);
-  const nat64Subnets = natZones.map((zone): Nat64SubnetPlan => {
-    const letter = zoneLetter(region, zone);
-    if (letter >= v4Slots) {
-      throw new ValidationError(
-        `VPC CIDR ${c.spec.vpcCidr} is too small for a NAT64 subnet in zone ${zone}`,
-        { hint: "use a larger --vpc-cidr (a /16 fits every zone)" },
-      );
-    }
-    const ipv4 = subnetOf(c.vpcCidr, NAT64_SUBNET_IPV4_LENGTH, v4Slots - 1 - letter);
-    return {
-      zone,
-      tfName: `zone_${letterOf(zone)}`,
-      ipv6Index: 223 - letter,
-      ipv4Cidr: formatCidr(ipv4),
-    };
-  });
+  const nat64Subnets = planNat64Subnets(c, nat64);
 
   const domainOf = new Map<string, string>();
   for (const d of domains) for (const ng of d.nodeGroups) domainOf.set(ng, d.key);
@@ -235,7 +247,7 @@ export function planTopology(c: CheckedInputs): Topology {
 
 /** The IPv6 /64 of a subnet, when the VPC's IPv6 block is already known. */
 export function ipv6SubnetCidr(vpcIpv6: Cidr, index: number): string {
-  return formatCidr(subnetOf(vpcIpv6, 64, index));
+  return formatCidr(subnetOf(vpcIpv6, { length: 64, index }));
 }
 
 function checkForeignOverlaps(c: CheckedInputs, t: Topology): void {
@@ -247,10 +259,16 @@ function checkForeignOverlaps(c: CheckedInputs, t: Topology): void {
   }
   if (c.vpcIpv6) {
     for (const d of t.domains) {
-      planned.push([`node subnet ${d.key}`, subnetOf(c.vpcIpv6, 64, d.ipv6Index)]);
+      planned.push([
+        `node subnet ${d.key}`,
+        subnetOf(c.vpcIpv6, { length: 64, index: d.ipv6Index }),
+      ]);
     }
     for (const s of t.nat64Subnets) {
-      planned.push([`NAT64 subnet of ${s.zone}`, subnetOf(c.vpcIpv6, 64, s.ipv6Index)]);
+      planned.push([
+        `NAT64 subnet of ${s.zone}`,
+        subnetOf(c.vpcIpv6, { length: 64, index: s.ipv6Index }),
+      ]);
     }
   }
   for (const text of foreign) {

@@ -1,20 +1,20 @@
 import assert from "node:assert/strict";
 import { ValidationError } from "../../core/errors.ts";
 import { formatCidr, overlaps, parseCidr, parseIpv4Cidr, subnetOf } from "./cidr.ts";
-import { checkInfraInputs } from "./cluster_spec.ts";
+import { checkInfraInputs } from "./infra_inputs.ts";
 import { generateTofu } from "./generate_tofu.ts";
 import { boundedName, planTopology } from "./topology.ts";
-import { nodeGroup, resources, sampleInputs } from "./test_support.ts";
+import { nodeGroup, resources, sampleInputs } from "../../tests/harness/tofu_config.ts";
 
 Deno.test("cidr: parse, carve and compare blocks of both families", () => {
   const v4 = parseIpv4Cidr("10.0.0.0/16");
-  assert.equal(formatCidr(subnetOf(v4, 27, 0)), "10.0.0.0/27");
-  assert.equal(formatCidr(subnetOf(v4, 27, 2047)), "10.0.255.224/27");
-  assert.throws(() => subnetOf(v4, 27, 2048), ValidationError);
-  assert.throws(() => subnetOf(v4, 8, 0), ValidationError);
+  assert.equal(formatCidr(subnetOf(v4, { length: 27, index: 0 })), "10.0.0.0/27");
+  assert.equal(formatCidr(subnetOf(v4, { length: 27, index: 2047 })), "10.0.255.224/27");
+  assert.throws(() => subnetOf(v4, { length: 27, index: 2048 }), ValidationError);
+  assert.throws(() => subnetOf(v4, { length: 8, index: 0 }), ValidationError);
   const v6 = parseCidr("2a05:d018:1234:5600::/56");
-  assert.equal(formatCidr(subnetOf(v6, 64, 255)), "2a05:d018:1234:56ff::/64");
-  assert.equal(formatCidr(subnetOf(v6, 64, 0)), "2a05:d018:1234:5600::/64");
+  assert.equal(formatCidr(subnetOf(v6, { length: 64, index: 255 })), "2a05:d018:1234:56ff::/64");
+  assert.equal(formatCidr(subnetOf(v6, { length: 64, index: 0 })), "2a05:d018:1234:5600::/64");
   assert.ok(overlaps(parseCidr("10.0.255.0/24"), parseCidr("10.0.255.224/27")));
   assert.ok(!overlaps(parseCidr("10.0.0.0/24"), parseCidr("10.0.255.224/27")));
   assert.ok(!overlaps(parseCidr("10.0.0.0/8"), v6), "different families never overlap");

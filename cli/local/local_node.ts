@@ -15,20 +15,19 @@
  */
 
 import * as path from "node:path";
-import { parseImageRepository } from "../../core/bucket_layout.ts";
-import { imageTagKey } from "../../core/bucket_layout.ts";
+import { imageTagKey, parseImageRepository } from "../../core/bucket_layout.ts";
 import { PodminError } from "../../core/errors.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { openStore } from "../../core/store_url.ts";
-import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";
-import { openImageSource } from "../../registry/image_source.ts";
-import { writeImage } from "../../registry/image_writer.ts";
 import {
   mirroredImageRef,
   mirrorPathOf,
   parseUpstreamRef,
-  UpstreamSource,
-} from "../../registry/upstream.ts";
+  REGISTRY_HOSTNAME,
+} from "../../core/image_ref.ts";
+import { openImageSource } from "../../registry/image_source.ts";
+import { writeImage } from "../../registry/image_writer.ts";
+import { UpstreamSource } from "../../registry/upstream.ts";
 import { renderNodeFiles } from "../../vmconfig/node_files.ts";
 import {
   applyHostOverrides,

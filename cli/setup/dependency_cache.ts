@@ -30,15 +30,15 @@ export function defaultCacheDir(): string {
 
 /** A digest-addressed file cache. */
 export class DependencyCache {
-  readonly #o: DependencyCacheOptions;
+  readonly #options: DependencyCacheOptions;
 
   constructor(options: DependencyCacheOptions) {
-    this.#o = options;
+    this.#options = options;
   }
 
   /** The path of a digest's entry. */
   pathOf(sha256: string): string {
-    return path.join(this.#o.dir, "sha256", sha256);
+    return path.join(this.#options.dir, "sha256", sha256);
   }
 
   /** Hashes a cached file; undefined when absent. */
@@ -67,7 +67,7 @@ export class DependencyCache {
       return { path: p, size: cached.size, outcome: "reused" };
     }
     if (cached) {
-      this.#o.log?.(
+      this.#options.log?.(
         `${options.label}: cached copy is corrupt (sha256 ${
           cached.sha256.slice(0, 12)
         }…); downloading again`,
@@ -93,7 +93,7 @@ export class DependencyCache {
     target: string,
   ): Promise<number> {
     await Deno.mkdir(path.dirname(target), { recursive: true });
-    const f = this.#o.fetch ?? fetch;
+    const f = this.#options.fetch ?? fetch;
     let res: Response;
     try {
       res = await f(o.url);
@@ -110,7 +110,7 @@ export class DependencyCache {
       throw new UnavailableError(`${o.label}: ${o.url} answered ${res.status}`);
     }
     const total = o.size ?? (Number(res.headers.get("content-length")) || undefined);
-    const bar = progress(`download ${o.label}`, total, { write: this.#o.log ?? (() => {}) });
+    const bar = progress(`download ${o.label}`, total, { write: this.#options.log ?? (() => {}) });
     const tmp = `${target}.${crypto.randomUUID()}.tmp`;
     const file = await Deno.open(tmp, { write: true, createNew: true });
     const h = new Sha256Counter();

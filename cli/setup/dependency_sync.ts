@@ -86,8 +86,7 @@ export function wantedDependencies(options: {
 /** Compares the wanted set with a manifest. */
 export function planAgainst(
   wanted: Omit<PlannedDependency, "action">[],
-  current: DependencyManifest,
-  etag?: string,
+  { current, etag }: { current: DependencyManifest; etag?: string },
 ): DependencyPlan {
   const items = wanted.map((w) => {
     const published = current.architectures[w.arch]?.find((e) => e.name === w.name);
@@ -108,7 +107,7 @@ export async function planDependencies(
 ): Promise<DependencyPlan> {
   const got = await getIfExists(store, DEPENDENCY_MANIFEST);
   const current = got ? parseDependencyManifest(got.body) : emptyDependencyManifest();
-  return planAgainst(wanted, current, got?.info.etag);
+  return planAgainst(wanted, { current, etag: got?.info.etag });
 }
 
 /** What publishing did. */
@@ -130,9 +129,63 @@ export interface PublishOptions {
   log?: (line: string) => void;
 }
 
+/**
+ * Puts one planned file in the cache (from a local build or its source URL) and uploads it unless
+ * the bucket already holds it with that size. Counts into `result`; returns the file's size.
+ */
+async function uploadDependency(options: {
+  store: ObjectStore;
+  cache: DependencyCache;
+  local: LocalDependency[];
+  item: PlannedDependency;
+  log: (line: string) => void;
+  result: PublishResult;
+}): Promise<number | undefined> {
+  const { store, cache, item, log, result } = options;
+  let size = item.size;
+  const label = `${item.name} ${item.version} ${item.arch}`;
+  let file: string;
+  const local = options.local.find((l) => l.name === item.name && l.arch === item.arch);
+  if (local) {
+    file = await cache.put(local.bytes, item.sha256);
+    size = local.bytes.byteLength;
+  } else {
+    const got = await cache.ensure({
+      sha256: item.sha256,
+      url: item.source,
+      size: item.size,
+      label,
+    });
+    file = got.path;
+    size = got.size;
+    if (got.outcome === "reused") result.cacheReused++;
+    else result.cacheDownloaded++;
+  }
+  const key = dependencyBlobKey(item.sha256);
+  let stored = false;
+  try {
+    stored = (await store.head(key)).size === size;
+  } catch (err) {
+    if (!(err instanceof NotFoundError)) throw err;
+  }
+  if (!stored) {
+    const bar = progress(`upload ${label}`, size, { write: log });
+    await store.putStream(key, (await Deno.open(file)).readable, {
+      sha256: item.sha256,
+      size,
+      contentType: "application/octet-stream",
+      onProgress: (n) => bar.update(n),
+    });
+    bar.done();
+    result.uploadedFiles++;
+    result.uploadedBytes += size!;
+  }
+  return size;
+}
+
 /** Fetches, uploads and finally publishes the manifest (conditional write). */
 export async function publishDependencies(options: PublishOptions): Promise<PublishResult> {
-  const { store, cache, plan } = options;
+  const { store, plan } = options;
   const log = options.log ?? (() => {});
   const result: PublishResult = {
     manifest: plan.current,
@@ -144,46 +197,9 @@ export async function publishDependencies(options: PublishOptions): Promise<Publ
   };
   const entries = new Map<Architecture, DependencyEntry[]>();
   for (const item of plan.items) {
-    let size = item.size;
-    if (item.action === "upload") {
-      const label = `${item.name} ${item.version} ${item.arch}`;
-      let file: string;
-      const local = options.local.find((l) => l.name === item.name && l.arch === item.arch);
-      if (local) {
-        file = await cache.put(local.bytes, item.sha256);
-        size = local.bytes.byteLength;
-      } else {
-        const got = await cache.ensure({
-          sha256: item.sha256,
-          url: item.source,
-          size: item.size,
-          label,
-        });
-        file = got.path;
-        size = got.size;
-        if (got.outcome === "reused") result.cacheReused++;
-        else result.cacheDownloaded++;
-      }
-      const key = dependencyBlobKey(item.sha256);
-      let stored = false;
-      try {
-        stored = (await store.head(key)).size === size;
-      } catch (err) {
-        if (!(err instanceof NotFoundError)) throw err;
-      }
-      if (!stored) {
-        const bar = progress(`upload ${label}`, size, { write: log });
-        await store.putStream(key, (await Deno.open(file)).readable, {
-          sha256: item.sha256,
-          size,
-          contentType: "application/octet-stream",
-          onProgress: (n) => bar.update(n),
-        });
-        bar.done();
-        result.uploadedFiles++;
-        result.uploadedBytes += size!;
-      }
-    }
+    const size = item.action === "upload"
+      ? await uploadDependency({ ...options, item, log, result })
+      : item.size;
     const list = entries.get(item.arch) ?? [];
     list.push({
       name: item.name,

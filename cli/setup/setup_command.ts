@@ -29,7 +29,13 @@ import {
   SERVICE_INDEX,
 } from "../../core/bucket_layout.ts";
 import { parseManifest, platformOf } from "../../registry/manifest.ts";
-import type { Command, CommandContext } from "../../core/cli_kit.ts";
+import {
+  booleanFlag,
+  type Command,
+  type CommandContext,
+  stringFlag,
+  stringsFlag,
+} from "../../core/cli_kit.ts";
 import {
   type Architecture,
   type DependencyEntry,
@@ -37,6 +43,7 @@ import {
 } from "../../core/dependency_manifest.ts";
 import { emptyDeploymentIndex, serializeDeploymentIndex } from "../../core/deployment_index.ts";
 import { PodminError, PreconditionFailedError, UsageError } from "../../core/errors.ts";
+import { mirrorPathOf, parseUpstreamRef } from "../../core/image_ref.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { sha256Hex } from "../../core/digest.ts";
 import { formatBytes } from "../../core/progress.ts";
@@ -45,7 +52,7 @@ import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_ind
 import { openStore } from "../../core/store_url.ts";
 import { VERSION } from "../../core/version.ts";
 import { writeImage } from "../../registry/image_writer.ts";
-import { mirrorPathOf, parseUpstreamRef, UpstreamSource } from "../../registry/upstream.ts";
+import { UpstreamSource } from "../../registry/upstream.ts";
 import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
 import {
   DEFAULT_SANDBOX_IMAGE,
@@ -54,7 +61,7 @@ import {
   renderUserData,
   SOURCES_DETECT,
 } from "../../vmconfig/render_user_data.ts";
-import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/cluster_spec.ts";
+import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/infra_inputs.ts";
 import { describeInfra, generateTofu, serializeTofu } from "../infra/generate_tofu.ts";
 import { architectureOf } from "../infra/instance_types.ts";
 import { checkTofuSyntax } from "../infra/tofu_syntax.ts";
@@ -260,7 +267,9 @@ async function resolveAmis(
   return out;
 }
 
-function clusterSpecOf(flags: SetupFlags, bucket: string, zones: Map<string, string>): ClusterSpec {
+function clusterSpecOf(
+  { flags, bucket, zones }: { flags: SetupFlags; bucket: string; zones: Map<string, string> },
+): ClusterSpec {
   return {
     cluster: flags.cluster,
     region: flags.region,
@@ -351,51 +360,109 @@ Example:
   return [setup];
 }
 
+/**
+ * `podmin setup` in named phases: plan (flags, local artefacts) → resolve the cluster in AWS, or
+ * preview it for a dry run → publish (bucket, dependencies, sandbox image, CAs, indexes) → render
+ * the configuration → apply it (saved first) → wait for healthy capacity.
+ */
 async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
-  const v = ctx.values as Record<string, string | string[] | boolean | undefined>;
-  const region = (v.region as string | undefined) ?? Deno.env.get("AWS_REGION") ?? "us-east-1";
+  const plan = await planSetup(ctx);
+  if (plan.dryRun) {
+    const resolved = previewCluster(plan);
+    const published = await previewDependencies(plan);
+    const rendered = renderConfig({ plan, resolved, published });
+    await writeDryRun(plan.out!, {
+      flags: plan.flags,
+      bucket: plan.bucket,
+      configBytes: rendered.configBytes,
+      userData: rendered.userData,
+      natUserData: rendered.natUserData,
+      plan: published.plan,
+      missing: plan.agents.missing,
+    });
+    ctx.out(
+      `dry run: wrote ${plan.out}/main.tf.json, ${
+        Object.keys(rendered.userData).length
+      } user-data file(s) and dependencies.json; nothing was changed`,
+    );
+    return 0;
+  }
+  const resolved = await resolveCluster(plan);
+  const published = await publish(plan);
+  const rendered = renderConfig({ plan, resolved, published });
+  await applyConfig({ plan, rendered, deps });
+  await waitHealthy({ plan, rendered, deps });
+  ctx.out(
+    `cluster ${plan.flags.cluster} is set up: ${plan.flags.nodeGroups.length} NodeGroup(s) healthy, bucket ${plan.store.url}`,
+  );
+  return 0;
+}
+
+/** What setup decided from its flags and local files, before any AWS call. */
+interface SetupPlan {
+  flags: SetupFlags;
+  region: string;
+  dryRun: boolean;
+  /** --out of a dry run. */
+  out?: string;
+  bucket: string;
+  store: ObjectStore;
+  log: (line: string) => void;
+  sandboxImage: string;
+  mirrorPlainHttp: boolean;
+  workDir: string;
+  nodeArches: Architecture[];
+  agents: { local: LocalDependency[]; missing: Architecture[] };
+  amiFlags: Partial<Record<Architecture, string>>;
+  /** Files setup publishes itself (vmconfig, agent binaries). */
+  local: LocalDependency[];
+  /** Every dependency the nodes and NAT instances need. */
+  wanted: ReturnType<typeof wantedDependencies>;
+  allArches: Architecture[];
+}
+
+/** Phase 1: flags checked, local artefacts read, the wanted dependency set. */
+async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
+  const region = stringFlag(ctx, "region") ?? Deno.env.get("AWS_REGION") ?? "us-east-1";
   const flags = parseSetupFlags({
-    cluster: v.cluster as string | undefined,
+    cluster: stringFlag(ctx, "cluster"),
     region,
-    vpcCidr: v["vpc-cidr"] as string | undefined,
-    nat64: v.nat64 as string | undefined,
-    nodeGroups: (v.nodegroup as string[] | undefined) ?? [],
-    workloadCaPublish: v["workload-ca-publish"] as string | undefined,
-    otelLogs: v["otel-logs"] as string | undefined,
+    vpcCidr: stringFlag(ctx, "vpc-cidr"),
+    nat64: stringFlag(ctx, "nat64"),
+    nodeGroups: stringsFlag(ctx, "nodegroup"),
+    workloadCaPublish: stringFlag(ctx, "workload-ca-publish"),
+    otelLogs: stringFlag(ctx, "otel-logs"),
   });
   if (natArchitectures(flags).length > 1) {
     throw new UsageError("all NAT64 instance types must share one architecture", {
       hint: "NAT64 instances share one user-data; use e.g. t4g.* everywhere",
     });
   }
-  const dryRun = v["dry-run"] as boolean;
-  const out = v.out as string | undefined;
+  const dryRun = booleanFlag(ctx, "dry-run");
+  const out = stringFlag(ctx, "out");
   if (dryRun && !out) {
     throw new UsageError("--dry-run needs --out DIR", { hint: "e.g. --dry-run --out ./plan" });
   }
   if (!dryRun && out) throw new UsageError("--out is only used with --dry-run");
-  const bucketUrl = (v.bucket as string | undefined) ?? Deno.env.get("PODMIN_BUCKET") ??
+  const bucketUrl = stringFlag(ctx, "bucket") ?? Deno.env.get("PODMIN_BUCKET") ??
     `s3://podmin-${flags.cluster}`;
   if (!bucketUrl.startsWith("s3://")) {
     throw new UsageError("setup needs an S3 cluster bucket (s3://NAME)", {
       hint: "the filesystem store serves local clusters; AWS nodes read S3",
     });
   }
-  const bucket = bucketUrl.slice(5);
-  const log = ctx.err;
-  const catalog = v["dependency-catalog"]
-    ? await readCatalogFile(v["dependency-catalog"] as string)
-    : DEFAULT_CATALOG;
+  const catalogFile = stringFlag(ctx, "dependency-catalog");
+  const catalog = catalogFile ? await readCatalogFile(catalogFile) : DEFAULT_CATALOG;
   const nodeArches = [...new Set(flags.nodeGroups.map((ng) => ng.architecture))];
   const allArches = [...new Set([...nodeArches, ...natArchitectures(flags)])]
     .sort() as Architecture[];
   const vmconfig = buildVmconfigArchive();
   const agents = await agentBinaries(
-    parseKeyed(v["agent-binary"] as string[] | undefined, "--agent-binary", (p) => p.length > 0),
+    parseKeyed(stringsFlag(ctx, "agent-binary"), "--agent-binary", (p) => p.length > 0),
     nodeArches,
   );
   const amiFlags = parseKeyed(
-    v.ami as string[] | undefined,
+    stringsFlag(ctx, "ami"),
     "--ami",
     (a) => /^ami-[0-9a-f]{8,17}$/.test(a),
   );
@@ -408,114 +475,180 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
     })),
     ...agents.local,
   ];
-  const wanted = wantedDependencies({ catalog, local, architectures: allArches });
-  // The NAT kind needs only vmconfig; node dependencies are for node architectures.
-  const wantedFiltered = wanted.filter((w) => w.name === "vmconfig" || nodeArches.includes(w.arch));
+  const wanted = wantedDependencies({ catalog, local, architectures: allArches })
+    // The NAT kind needs only vmconfig; node dependencies are for node architectures.
+    .filter((w) => w.name === "vmconfig" || nodeArches.includes(w.arch));
+  return {
+    flags,
+    region,
+    dryRun,
+    out,
+    bucket: bucketUrl.slice(5),
+    store: openStore(bucketUrl, { region }),
+    log: ctx.err,
+    sandboxImage: stringFlag(ctx, "sandbox-image") ?? DEFAULT_SANDBOX_IMAGE,
+    mirrorPlainHttp: booleanFlag(ctx, "mirror-plain-http"),
+    workDir: stringFlag(ctx, "work-dir") ?? defaultWorkDir(flags.cluster),
+    nodeArches,
+    agents,
+    amiFlags,
+    local,
+    wanted,
+    allArches,
+  };
+}
 
-  let zones: Map<string, string>;
-  let existingVpc: ExistingVpc | undefined;
-  let amiIds: Partial<Record<Architecture, string>>;
-  let entries: (arch: Architecture) => DependencyEntry[];
-  let plan: PlannedDependency[];
-  const store = openStore(bucketUrl, { region });
+/** Zones, the VPC to reuse and the AMIs: looked up in AWS, or stand-ins for a dry run. */
+interface ResolvedCluster {
+  zones: Map<string, string>;
+  existingVpc?: ExistingVpc;
+  amiIds: Partial<Record<Architecture, string>>;
+}
 
-  if (dryRun) {
-    if (agents.missing.length) {
-      log(
-        `note: no podmin-agent binary for ${
-          agents.missing.join(", ")
-        } (run 'deno task compile' or pass --agent-binary); the plan lists it as missing`,
-      );
-    }
-    zones = resolveZones(flags, ["a", "b", "c", "d", "e", "f"].map((l) => `${region}${l}`));
-    amiIds = Object.fromEntries(allArches.map((a) => [a, amiFlags[a] ?? DRY_RUN_AMI]));
-    const cache = new DependencyCache({ dir: defaultCacheDir() });
-    plan = planAgainst(wantedFiltered, emptyDependencyManifest()).items;
-    for (const item of plan) {
-      if (item.size !== undefined) continue;
-      try {
-        item.size = (await Deno.stat(cache.pathOf(item.sha256))).size; // known from an earlier download
-      } catch { /* unknown until the first download */ }
-    }
-    // A missing agent binary shows up in the preview as an explicit "unbuilt" pin.
-    for (const arch of agents.missing) {
-      plan.push({
-        name: "podmin-agent",
-        version: "unbuilt",
-        arch,
-        sha256: sha256Hex(new Uint8Array()),
-        size: 0,
-        source: "missing: deno task compile, or --agent-binary",
-        action: "upload",
-      });
-    }
-    entries = (arch) => manifestEntriesOf(plan, arch);
-  } else {
-    if (agents.missing.length) {
-      throw new UsageError(`no podmin-agent binary for ${agents.missing.join(", ")}`, {
-        hint:
-          "build them with 'deno task compile' (needs Deno's denort runtime) or pass --agent-binary ARCH=PATH",
-      });
-    }
-    const ec2 = new EC2Client({ region });
-    const ssm = new SSMClient({ region });
-    log(`checking ${region}: zones and VPC ${flags.vpcCidr}`);
-    zones = resolveZones(flags, await availableZones(ec2));
-    const reused = await findReusableVpc(ec2, flags.vpcCidr);
-    existingVpc = reused ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock } : undefined;
-    log(
-      reused
-        ? `reusing VPC ${reused.id} (never deleted by Podmin)`
-        : `a new VPC ${flags.vpcCidr} will be created`,
+/** Phase 2 of a dry run: the cluster as a preview (no AWS call). */
+function previewCluster(plan: SetupPlan): ResolvedCluster {
+  const { agents, flags, region } = plan;
+  if (agents.missing.length) {
+    plan.log(
+      `note: no podmin-agent binary for ${
+        agents.missing.join(", ")
+      } (run 'deno task compile' or pass --agent-binary); the plan lists it as missing`,
     );
-    amiIds = await resolveAmis(ssm, allArches, amiFlags);
-    await ensureBucket(store, region, log);
-
-    // 1. Dependencies: only what the published manifest lacks; the manifest last.
-    const planned = await planDependencies(store, wantedFiltered);
-    const published = await publishDependencies({
-      store,
-      cache: new DependencyCache({ dir: defaultCacheDir(), log }),
-      plan: planned,
-      local,
-      log,
-    });
-    log(
-      `dependencies: ${published.uploadedFiles} file(s) uploaded (${
-        formatBytes(published.uploadedBytes)
-      }), ` +
-        (published.manifestWritten
-          ? `manifest generation ${published.manifest.generation} published`
-          : "manifest unchanged"),
-    );
-    plan = planned.items;
-    entries = (arch) => published.manifest.architectures[arch] ?? [];
-
-    // 2. The Pod sandbox image, mirrored for the node architectures.
-    const ref = parseUpstreamRef(v["sandbox-image"] as string);
-    const repo = parseImageRepository(mirrorPathOf(ref));
-    if (ref.tag && (await sandboxMirrored(store, repo, ref.tag, nodeArches))) {
-      log(`sandbox image ${v["sandbox-image"]} already mirrored`);
-    } else {
-      log(`mirroring sandbox image ${v["sandbox-image"]}`);
-      await writeImage({
-        store,
-        source: new UpstreamSource({ ref, plainHttp: v["mirror-plain-http"] as boolean }),
-        repo,
-        tag: ref.tag,
-        platforms: nodeArches.map((a) => `linux/${a}`),
-        log,
-      });
-    }
-
-    // 3. CAs, directly in SSM.
-    for (const r of await ensureClusterCas({ ssm, cluster: flags.cluster })) {
-      log(`${r.name}: ${r.outcome}`);
-    }
-    await ensureIndexes(store);
   }
+  return {
+    zones: resolveZones(flags, ["a", "b", "c", "d", "e", "f"].map((l) => `${region}${l}`)),
+    amiIds: Object.fromEntries(plan.allArches.map((a) => [a, plan.amiFlags[a] ?? DRY_RUN_AMI])),
+  };
+}
 
-  // 4. User-data per NodeGroup (and for NAT64 instances), then the configuration.
+/** Phase 2: zones, the reusable VPC and the AMIs, looked up in AWS. */
+async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
+  const { agents, flags, region, log } = plan;
+  if (agents.missing.length) {
+    throw new UsageError(`no podmin-agent binary for ${agents.missing.join(", ")}`, {
+      hint:
+        "build them with 'deno task compile' (needs Deno's denort runtime) or pass --agent-binary ARCH=PATH",
+    });
+  }
+  const ec2 = new EC2Client({ region });
+  const ssm = new SSMClient({ region });
+  log(`checking ${region}: zones and VPC ${flags.vpcCidr}`);
+  const zones = resolveZones(flags, await availableZones(ec2));
+  const reused = await findReusableVpc(ec2, flags.vpcCidr);
+  log(
+    reused
+      ? `reusing VPC ${reused.id} (never deleted by Podmin)`
+      : `a new VPC ${flags.vpcCidr} will be created`,
+  );
+  return {
+    zones,
+    existingVpc: reused ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock } : undefined,
+    amiIds: await resolveAmis(ssm, plan.allArches, plan.amiFlags),
+  };
+}
+
+/** The dependency set the nodes get: the plan and each architecture's manifest entries. */
+interface PublishedDependencies {
+  plan: PlannedDependency[];
+  entries: (arch: Architecture) => DependencyEntry[];
+}
+
+/** Phase 3 of a dry run: the dependency plan against an empty manifest (nothing uploaded). */
+async function previewDependencies(plan: SetupPlan): Promise<PublishedDependencies> {
+  const cache = new DependencyCache({ dir: defaultCacheDir() });
+  const items = planAgainst(plan.wanted, { current: emptyDependencyManifest() }).items;
+  for (const item of items) {
+    if (item.size !== undefined) continue;
+    try {
+      item.size = (await Deno.stat(cache.pathOf(item.sha256))).size; // known from an earlier download
+    } catch { /* unknown until the first download */ }
+  }
+  // A missing agent binary shows up in the preview as an explicit "unbuilt" pin.
+  for (const arch of plan.agents.missing) {
+    items.push({
+      name: "podmin-agent",
+      version: "unbuilt",
+      arch,
+      sha256: sha256Hex(new Uint8Array()),
+      size: 0,
+      source: "missing: deno task compile, or --agent-binary",
+      action: "upload",
+    });
+  }
+  return { plan: items, entries: (arch) => manifestEntriesOf(items, arch) };
+}
+
+/** Phase 3: the bucket, the dependencies (manifest last), the sandbox image, CAs and indexes. */
+async function publish(plan: SetupPlan): Promise<PublishedDependencies> {
+  const { store, log } = plan;
+  await ensureBucket(store, plan.region, log);
+
+  // Dependencies: only what the published manifest lacks; the manifest last.
+  const planned = await planDependencies(store, plan.wanted);
+  const published = await publishDependencies({
+    store,
+    cache: new DependencyCache({ dir: defaultCacheDir(), log }),
+    plan: planned,
+    local: plan.local,
+    log,
+  });
+  log(
+    `dependencies: ${published.uploadedFiles} file(s) uploaded (${
+      formatBytes(published.uploadedBytes)
+    }), ` +
+      (published.manifestWritten
+        ? `manifest generation ${published.manifest.generation} published`
+        : "manifest unchanged"),
+  );
+  await mirrorSandboxImage(plan);
+  // CAs, directly in SSM.
+  const ssm = new SSMClient({ region: plan.region });
+  for (const r of await ensureClusterCas({ ssm, cluster: plan.flags.cluster })) {
+    log(`${r.name}: ${r.outcome}`);
+  }
+  await ensureIndexes(store);
+  return {
+    plan: planned.items,
+    entries: (arch) => published.manifest.architectures[arch] ?? [],
+  };
+}
+
+/** The Pod sandbox image, mirrored for the node architectures unless already there. */
+async function mirrorSandboxImage(plan: SetupPlan): Promise<void> {
+  const { store, log, sandboxImage } = plan;
+  const ref = parseUpstreamRef(sandboxImage);
+  const repo = parseImageRepository(mirrorPathOf(ref));
+  if (ref.tag && (await sandboxMirrored(store, repo, ref.tag, plan.nodeArches))) {
+    log(`sandbox image ${sandboxImage} already mirrored`);
+    return;
+  }
+  log(`mirroring sandbox image ${sandboxImage}`);
+  await writeImage({
+    store,
+    source: new UpstreamSource({ ref, plainHttp: plan.mirrorPlainHttp }),
+    repo,
+    tag: ref.tag,
+    platforms: plan.nodeArches.map((a) => `linux/${a}`),
+    log,
+  });
+}
+
+/** The rendered user-data and OpenTofu configuration. */
+interface RenderedConfig {
+  userData: Record<string, string>;
+  natUserData?: string;
+  topology: ReturnType<typeof describeInfra>;
+  configBytes: Uint8Array;
+}
+
+/** Phase 4: user-data per NodeGroup (and for NAT64 instances), then the configuration. */
+function renderConfig(options: {
+  plan: SetupPlan;
+  resolved: ResolvedCluster;
+  published: PublishedDependencies;
+}): RenderedConfig {
+  const { plan, resolved, published } = options;
+  const { flags, bucket, region, dryRun } = plan;
   const userData: Record<string, string> = {};
   for (const ng of flags.nodeGroups) {
     userData[ng.name] = renderUserData({
@@ -525,17 +658,17 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
       region,
       nodeGroup: ng.name,
       architecture: ng.architecture,
-      dependencies: dependenciesForKind("node", entries(ng.architecture)),
-      sandboxImage: v["sandbox-image"] as string,
+      dependencies: dependenciesForKind("node", published.entries(ng.architecture)),
+      sandboxImage: plan.sandboxImage,
       preview: dryRun,
     }).text;
   }
   const inputs: InfraInputs = {
-    spec: clusterSpecOf(flags, bucket, zones),
-    existingVpc,
-    zones: [...new Set(zones.values())].sort(),
+    spec: clusterSpecOf({ flags, bucket, zones: resolved.zones }),
+    existingVpc: resolved.existingVpc,
+    zones: [...new Set(resolved.zones.values())].sort(),
     userData,
-    amiIds,
+    amiIds: resolved.amiIds,
   };
   const natArches = natArchitectures(flags);
   if (natArches.length) {
@@ -546,13 +679,13 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
       bucket,
       region,
       architecture: arch,
-      dependencies: dependenciesForKind("nat", entries(arch)),
+      dependencies: dependenciesForKind("nat", published.entries(arch)),
       preview: dryRun,
       nat: {
         ipv4SourceCidrs: [flags.vpcCidr],
         nat64: {
           // A new VPC's IPv6 block is assigned during apply: the NAT VM reads it at boot.
-          sourceIpv6Cidrs: [existingVpc?.ipv6CidrBlock ?? SOURCES_DETECT],
+          sourceIpv6Cidrs: [resolved.existingVpc?.ipv6CidrBlock ?? SOURCES_DETECT],
           pool4Address: POOL4_DETECT,
         },
       },
@@ -561,37 +694,37 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
   const topology = describeInfra(inputs);
   const config = generateTofu(inputs);
   checkTofuSyntax(config);
-  const configBytes = serializeTofu(config);
+  return {
+    userData,
+    natUserData: inputs.nat64UserData,
+    topology,
+    configBytes: serializeTofu(config),
+  };
+}
 
-  if (dryRun) {
-    await writeDryRun(out!, {
-      flags,
-      bucket,
-      configBytes,
-      userData,
-      natUserData: inputs.nat64UserData,
-      plan,
-      missing: agents.missing,
-    });
-    ctx.out(
-      `dry run: wrote ${out}/main.tf.json, ${
-        Object.keys(userData).length
-      } user-data file(s) and dependencies.json; nothing was changed`,
-    );
-    return 0;
-  }
-
-  // 5. Save the configuration BEFORE applying it: an interrupted setup can be torn down.
-  const workDir = (v["work-dir"] as string | undefined) ?? defaultWorkDir(flags.cluster);
+/** Phase 5: save the configuration BEFORE applying it (an interrupted setup can be torn down). */
+async function applyConfig(options: {
+  plan: SetupPlan;
+  rendered: RenderedConfig;
+  deps: SetupDeps;
+}): Promise<void> {
+  const { plan: { workDir, store, log, region }, rendered: { configBytes } } = options;
   await Deno.mkdir(workDir, { recursive: true });
   await Deno.writeFile(path.join(workDir, "main.tf.json"), configBytes);
   await store.put(INFRA_CONFIG, configBytes, { contentType: "application/json" });
   log(`configuration saved to ${workDir}/main.tf.json and ${store.url}/${INFRA_CONFIG}`);
+  await tofuApply({ workDir, log, binary: options.deps.tofuBinary, env: { AWS_REGION: region } });
+}
 
-  // 6. Apply, then wait for healthy capacity.
-  await tofuApply({ workDir, log, binary: deps.tofuBinary, env: { AWS_REGION: region } });
+/** Phase 6: wait for healthy capacity of every NodeGroup and NAT64 group. */
+async function waitHealthy(options: {
+  plan: SetupPlan;
+  rendered: RenderedConfig;
+  deps: SetupDeps;
+}): Promise<void> {
+  const { topology } = options.rendered;
   await waitForCapacity({
-    asg: new AutoScalingClient({ region }),
+    asg: new AutoScalingClient({ region: options.plan.region }),
     groups: [
       ...topology.nodeGroups.map((ng) => ({
         asgName: ng.asgName,
@@ -604,13 +737,9 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
         timeoutMs: CAPACITY_TIMEOUTS.nat64Ms,
       })),
     ],
-    log,
-    pollMs: deps.capacityPollMs,
+    log: options.plan.log,
+    pollMs: options.deps.capacityPollMs,
   });
-  ctx.out(
-    `cluster ${flags.cluster} is set up: ${flags.nodeGroups.length} NodeGroup(s) healthy, bucket ${store.url}`,
-  );
-  return 0;
 }
 
 async function writeDryRun(

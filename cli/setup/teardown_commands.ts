@@ -9,7 +9,14 @@ import * as path from "node:path";
 import { DeleteBucketCommand } from "@aws-sdk/client-s3";
 import { SSMClient } from "@aws-sdk/client-ssm";
 import { INFRA_CONFIG } from "../../core/bucket_layout.ts";
-import { bucketUrl, type Command, type CommandContext, requireString } from "../../core/cli_kit.ts";
+import {
+  booleanFlag,
+  bucketUrl,
+  type Command,
+  type CommandContext,
+  requireString,
+  stringFlag,
+} from "../../core/cli_kit.ts";
 import { PodminError } from "../../core/errors.ts";
 import { FsStore } from "../../core/fs_store.ts";
 import { checkClusterId } from "../../core/names.ts";
@@ -74,9 +81,9 @@ export async function deleteBucket(
 
 function context(ctx: CommandContext) {
   const cluster = checkClusterId(requireString(ctx, "cluster", "e.g. --cluster prod"));
-  const region = (ctx.values.region as string | undefined) ?? defaultRegion();
+  const region = stringFlag(ctx, "region") ?? defaultRegion();
   const store = openStore(bucketUrl(ctx), { region });
-  const workDir = (ctx.values["work-dir"] as string | undefined) ?? defaultWorkDir(cluster);
+  const workDir = stringFlag(ctx, "work-dir") ?? defaultWorkDir(cluster);
   return { cluster, region, store, workDir };
 }
 
@@ -103,7 +110,7 @@ Flags:
     async run(ctx) {
       const { cluster, store, workDir } = context(ctx);
       await confirmDestructive({
-        yes: ctx.values.yes as boolean,
+        yes: booleanFlag(ctx, "yes"),
         cluster,
         what:
           `destroy the VMs, networks and roles of cluster ${cluster} (the bucket and CAs are kept)`,
@@ -134,7 +141,7 @@ every object of the bucket and the bucket itself. Reused VPCs and the
     async run(ctx) {
       const { cluster, region, store, workDir } = context(ctx);
       await confirmDestructive({
-        yes: ctx.values.yes as boolean,
+        yes: booleanFlag(ctx, "yes"),
         cluster,
         what:
           `permanently delete cluster ${cluster}: its infrastructure, ${store.url} and its CA keys`,

@@ -11,9 +11,9 @@
  */
 
 import * as path from "node:path";
-import { DeploymentsLoop } from "../../agent/deployments_loop.ts";
-import { SecretsSync } from "../../agent/secrets_sync.ts";
-import { AwsValueProvider } from "../../agent/value_provider.ts";
+import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
+import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { silentLogger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";

@@ -16,7 +16,7 @@ import { readHostFacts } from "../../cli/local/host_overrides.ts";
 import { localDown, localUp, readState } from "../../cli/local/local_node.ts";
 import { resolveBinaries } from "../../cli/local/node_binaries.ts";
 import { isRunning } from "../../cli/local/node_processes.ts";
-import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";
+import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
 import { writeOciLayout } from "../fixtures/oci_image.ts";
 import { freePort, moto, putParameter, putSecret } from "../harness/moto.ts";
 import { podmin, waitFor } from "../harness/programs.ts";

@@ -1,0 +1,233 @@
+/**
+ * The deployments loop: converges the static Pod directory to this
+ * NodeGroup's Deployments in `deployments/index.json`.
+ *
+ * Input: the index (polled with If-None-Match) and the specs it references
+ * (fetched once per digest, verified). Effect: owned manifest files, value
+ * directories (through `SecretsSync`), and the status file.
+ *
+ * Failure rules: a failed or invalid read never removes or rewrites anything
+ * it concerns; a Deployment whose spec cannot be read keeps its current file;
+ * a Deployment whose declared values were never fetched is not written.
+ */
+
+import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
+import {
+  type DeploymentEntry,
+  type DeploymentIndex,
+  pollDeploymentIndex,
+} from "../../core/deployment_index.ts";
+import { PodminError, UnavailableError } from "../../core/errors.ts";
+import type { Logger } from "../../core/log.ts";
+import type { ObjectStore } from "../../core/object_store.ts";
+import type { Deployment } from "../../core/resources.ts";
+import { readSpec } from "../../core/spec_objects.ts";
+import { ManifestDir } from "./manifest_dir.ts";
+import type { SecretsSync } from "../secrets/secrets_sync.ts";
+import { manifestBytes, manifestFileName, renderStaticPod } from "./static_pod.ts";
+import type { AgentStatus } from "./status.ts";
+
+/** Options of `DeploymentsLoop`. */
+export interface DeploymentsLoopOptions {
+  store: ObjectStore;
+  nodeGroup: string;
+  manifestDir: string;
+  secretsDir: string;
+  tlsDir: string;
+  secrets: SecretsSync;
+  log: Logger;
+}
+
+/** The outcome of one pass. */
+export interface PassResult {
+  status: AgentStatus;
+  /** True when the bucket could not be reached (the caller backs off). */
+  unavailable: boolean;
+}
+
+/** One agent's deployments loop; call `pass()` repeatedly. */
+export class DeploymentsLoop {
+  readonly #options: DeploymentsLoopOptions;
+  readonly #dir: ManifestDir;
+  #etag?: string;
+  #index?: DeploymentIndex;
+  #indexError?: string;
+  #lastSync?: string;
+  readonly #specs = new Map<string, Deployment>();
+  #reported = "";
+
+  constructor(options: DeploymentsLoopOptions) {
+    this.#options = options;
+    this.#dir = new ManifestDir(options.manifestDir);
+  }
+
+  /** One full reconciliation pass. Never throws for bucket or provider failures. */
+  async pass(): Promise<PassResult> {
+    const errors: string[] = [];
+    const pending: AgentStatus["pending"] = [];
+
+    // 1. The index: a not-modified GET when nothing changed.
+    const read = await this.#readIndex();
+    let unavailable = read.unavailable;
+    const readFailed = read.error !== undefined;
+    if (read.error) errors.push(read.error);
+    if (this.#indexError) errors.push(this.#indexError);
+    if (!this.#index || readFailed) {
+      // No trustworthy desired state this pass: leave the node as it is.
+      return { status: await this.#finish(errors, pending, []), unavailable };
+    }
+    if (!this.#indexError) this.#lastSync = new Date().toISOString();
+
+    // 2. This NodeGroup's entries and their specs (fetched once per digest).
+    const mine = this.#index.deployments.filter((e) => e.nodeGroup === this.#options.nodeGroup);
+    const keep = new Set<string>();
+    const keepRefs = new Set<string>();
+    const ready: { entry: DeploymentEntry; deployment: Deployment }[] = [];
+    for (const entry of mine) {
+      const ref = `${entry.namespace}/${entry.name}`;
+      try {
+        ready.push({ entry, deployment: await this.#spec(entry) });
+      } catch (err) {
+        if (err instanceof UnavailableError) unavailable = true;
+        keep.add(manifestFileName(entry.namespace, entry.name));
+        keepRefs.add(ref);
+        pending.push({ deployment: ref, reason: (err as Error).message });
+        errors.push(`${ref}: ${(err as Error).message}`);
+      }
+    }
+
+    // 3. Provider values; a Deployment is written only once its values exist.
+    const secrets = await this.#options.secrets.sync(ready.map((r) => r.deployment));
+    errors.push(...secrets.errors);
+
+    // 4. Render and converge the directory.
+    const desired = new Map<string, Uint8Array>();
+    for (const { entry, deployment } of ready) {
+      const ref = `${entry.namespace}/${entry.name}`;
+      const file = manifestFileName(entry.namespace, entry.name);
+      if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
+        keep.add(file);
+        pending.push({ deployment: ref, reason: "declared values not fetched yet" });
+        continue;
+      }
+      const pod = renderStaticPod({
+        deployment,
+        specRef: entry.spec,
+        secretsDir: this.#options.secretsDir,
+        tlsDir: this.#options.tlsDir,
+      });
+      desired.set(file, manifestBytes(pod));
+    }
+    errors.push(
+      ...await this.#writeManifests({
+        desired,
+        keep,
+        // Values of Pods that left this node go only after their manifests did.
+        keepValues: new Set([
+          ...keepRefs,
+          ...ready.map((r) => `${r.entry.namespace}/${r.entry.name}`),
+        ]),
+      }),
+    );
+    return {
+      status: await this.#finish(errors, pending, mine.map((e) => `${e.namespace}/${e.name}`)),
+      unavailable,
+    };
+  }
+
+  /** Polls the index and updates the last good one; a failed read returns why. */
+  async #readIndex(): Promise<{ error?: string; unavailable: boolean }> {
+    try {
+      const poll = await pollDeploymentIndex(this.#options.store, this.#etag);
+      if (poll.state === "absent") {
+        this.#etag = undefined;
+        this.#index = poll.index;
+        this.#indexError = undefined;
+      } else if (poll.state === "changed") {
+        this.#etag = poll.etag;
+        this.#index = poll.index;
+        this.#indexError = undefined;
+      } else if (poll.state === "rejected") {
+        this.#etag = poll.etag;
+        this.#indexError =
+          `rejected ${DEPLOYMENT_INDEX} (keeping the last good state): ${poll.error.message}`;
+      }
+      return { unavailable: false };
+    } catch (err) {
+      return {
+        error: `reading ${DEPLOYMENT_INDEX}: ${(err as Error).message}`,
+        unavailable: err instanceof UnavailableError,
+      };
+    }
+  }
+
+  /** Converges the manifest directory, then prunes value directories; returns the errors. */
+  async #writeManifests(options: {
+    desired: Map<string, Uint8Array>;
+    keep: Set<string>;
+    keepValues: Set<string>;
+  }): Promise<string[]> {
+    const { manifestDir, log } = this.#options;
+    const errors: string[] = [];
+    try {
+      const changes = await this.#dir.converge(options.desired, options.keep);
+      for (const f of changes.written) log.info("manifest written", { file: f });
+      for (const f of changes.removed) log.info("manifest removed", { file: f });
+      for (const f of changes.refused) {
+        errors.push(
+          `${manifestDir}/${f} exists and is not Podmin's; remove it to let the agent write it`,
+        );
+      }
+      await this.#options.secrets.prune(options.keepValues);
+    } catch (err) {
+      errors.push(`writing ${manifestDir}: ${(err as Error).message}`);
+    }
+    return errors;
+  }
+
+  async #spec(entry: DeploymentEntry): Promise<Deployment> {
+    const d = this.#specs.get(entry.spec) ??
+      await readSpec(this.#options.store, { kind: "Deployment", ref: entry.spec });
+    // Checked on every use, cached or not: an index entry may reuse another entry's digest.
+    if (
+      d.metadata.namespace !== entry.namespace || d.metadata.name !== entry.name ||
+      d.spec.nodeGroup !== entry.nodeGroup
+    ) {
+      throw new PodminError(
+        `spec ${entry.spec} does not describe ${entry.namespace}/${entry.name}`,
+      );
+    }
+    this.#specs.set(entry.spec, d);
+    // Keep the cache to the digests the index references.
+    const live = new Set(this.#index?.deployments.map((e) => e.spec));
+    for (const k of this.#specs.keys()) if (!live.has(k)) this.#specs.delete(k);
+    return d;
+  }
+
+  async #finish(
+    errors: string[],
+    pending: AgentStatus["pending"],
+    desired: string[],
+  ): Promise<AgentStatus> {
+    const report = errors.join("\n");
+    if (report !== this.#reported) {
+      if (report) this.#options.log.error("not converged", { errors });
+      else this.#options.log.info("converged", { generation: this.#index?.generation });
+      this.#reported = report;
+    }
+    const onDisk = [...(await this.#dir.readOwned().catch(() => new Map())).keys()];
+    return {
+      nodeGroup: this.#options.nodeGroup,
+      bucket: this.#options.store.url,
+      lastSync: this.#lastSync,
+      lastAttempt: new Date().toISOString(),
+      indexGeneration: this.#index?.generation,
+      indexEtag: this.#etag,
+      desired,
+      written: onDisk.sort(),
+      pending,
+      errors,
+      converged: errors.length === 0 && pending.length === 0,
+    };
+  }
+}

@@ -1,0 +1,180 @@
+/**
+ * Architecture test: reads the imports of every TypeScript file of the project and fails on any
+ * circular import and on any import that breaks the floors below. The rules are written here
+ * once; docs/spec.md and the README describe the same floors in prose.
+ *
+ * Test code (everything under `tests/` and every `*_test.ts` file) is exempt from the floor rules:
+ * a test drives its subject through whatever real peers it needs (a dataplane program test loads
+ * the agent's loader, a registry test runs the CLI's writer). Test code still may not form an
+ * import cycle, and no product file may import test code (that rule is one of the floors below).
+ */
+import assert from "node:assert/strict";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const SKIPPED_DIRS = new Set(["node_modules", "dist", ".git"]);
+
+/** A top-level product folder ("floor") and the project folders it must never import. */
+interface FloorRule {
+  folder: string;
+  forbidden: readonly string[];
+  why: string;
+}
+
+/**
+ * The floors, bottom up. Every product folder has a rule; no product file imports `tests/`.
+ * Read "forbidden" as "must never import", whatever else the folder may import.
+ */
+const FLOORS: readonly FloorRule[] = [
+  {
+    folder: "core",
+    forbidden: ["ffi", "bpf", "registry", "vmconfig", "agent", "cli"],
+    why: "core is the ground floor (bucket objects, schemas, object store) that every other " +
+      "folder imports: it imports nothing of the project above it, or a change anywhere would " +
+      "ripple into everything",
+  },
+  {
+    folder: "ffi",
+    forbidden: ["bpf", "registry", "vmconfig", "agent", "cli"],
+    why: "ffi is a thin typed binding to libbpf and imports only core: it knows nothing of the " +
+      "dataplane's meaning, so the agent's dataplane changes without touching it",
+  },
+  {
+    folder: "bpf",
+    forbidden: ["ffi", "registry", "vmconfig", "agent", "cli"],
+    why: "bpf holds the C program and its embedded object, built and loaded by others: it " +
+      "depends on nothing above core, least of all on its loader",
+  },
+  {
+    folder: "registry",
+    forbidden: ["cli", "agent"],
+    why: "the registry server runs inside the agent and its writer inside the CLI: importing " +
+      "either program would drag it into the other",
+  },
+  {
+    folder: "vmconfig",
+    forbidden: ["registry", "agent", "cli"],
+    why: "vmconfig renders a VM's bootstrap from plain settings and is embedded by the CLI: it " +
+      "needs no program, and image references are a core concept",
+  },
+  {
+    folder: "agent",
+    forbidden: ["cli"],
+    why: "the agent runs on every VM and ships without the operator's CLI; what both need " +
+      "(bucket objects) lives in core",
+  },
+  {
+    folder: "cli",
+    forbidden: ["agent"],
+    why: "the CLI runs on the operator's machine and ships without the agent; what both need " +
+      "(bucket objects, image references) lives in core",
+  },
+];
+
+/** True for test code, which is exempt from the floor rules (see the module comment). */
+function isTestCode(path: string): boolean {
+  return path.startsWith("tests/") || path.endsWith("_test.ts");
+}
+
+async function projectFiles(dir = ROOT): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory && !SKIPPED_DIRS.has(entry.name)) out.push(...await projectFiles(path));
+    else if (entry.isFile && entry.name.endsWith(".ts")) out.push(relative(ROOT, path));
+  }
+  return out.sort();
+}
+
+/** Static `import`/`export … from`, side-effect imports and literal dynamic `import()`. */
+const IMPORT_PATTERNS = [
+  /^\s*(?:import|export)\s[^;]*?\sfrom\s*["']([^"']+)["']/gm,
+  /^\s*import\s*["']([^"']+)["']/gm,
+  /\bimport\(\s*["']([^"']+)["']\s*\)/g,
+];
+
+/** Project files (repository-relative) a file imports; package and `node:` imports are left out. */
+function projectImports(path: string, text: string): string[] {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+  const found = new Set<string>();
+  for (const pattern of IMPORT_PATTERNS) {
+    for (const match of code.matchAll(pattern)) {
+      const specifier = match[1];
+      if (!specifier.startsWith(".")) continue;
+      found.add(relative(ROOT, resolve(ROOT, dirname(path), specifier)));
+    }
+  }
+  return [...found].sort();
+}
+
+async function importGraph(): Promise<Map<string, string[]>> {
+  const graph = new Map<string, string[]>();
+  for (const path of await projectFiles()) {
+    graph.set(path, projectImports(path, await Deno.readTextFile(join(ROOT, path))));
+  }
+  return graph;
+}
+
+function floorBreaches(graph: Map<string, string[]>): string[] {
+  const byFolder = new Map(FLOORS.map((rule) => [rule.folder, rule]));
+  const breaches: string[] = [];
+  for (const [from, imports] of graph) {
+    if (isTestCode(from)) continue;
+    const rule = byFolder.get(from.split("/")[0]);
+    if (!rule) continue; // a folder without a rule fails its own test above
+    for (const to of imports) {
+      if (isTestCode(to)) breaches.push(`${from} imports ${to}: product code never imports tests`);
+      else if (rule.forbidden.includes(to.split("/")[0])) {
+        breaches.push(`${from} imports ${to}: ${rule.why}`);
+      }
+    }
+  }
+  return breaches;
+}
+
+/** Every import cycle, each once, as the list of files around it. */
+function importCycles(graph: Map<string, string[]>): string[][] {
+  const cycles: string[][] = [];
+  const state = new Map<string, "open" | "done">();
+  const stack: string[] = [];
+  const visit = (node: string): void => {
+    state.set(node, "open");
+    stack.push(node);
+    for (const next of graph.get(node) ?? []) {
+      if (state.get(next) === "open") cycles.push([...stack.slice(stack.indexOf(next)), next]);
+      else if (!state.has(next)) visit(next);
+    }
+    stack.pop();
+    state.set(node, "done");
+  };
+  for (const node of graph.keys()) if (!state.has(node)) visit(node);
+  return cycles;
+}
+
+Deno.test("architecture: every import resolves to a project file", async () => {
+  const graph = await importGraph();
+  const missing = [...graph].flatMap(([from, imports]) =>
+    imports.filter((to) => !graph.has(to) && !to.endsWith(".json")).map((to) => `${from} -> ${to}`)
+  );
+  assert.deepEqual(missing, [], "imports of files that do not exist");
+});
+
+Deno.test("architecture: every product folder has a floor rule", async () => {
+  const folders = new Set(
+    [...(await importGraph()).keys()].filter((p) => p.includes("/") && !isTestCode(p))
+      .map((p) => p.split("/")[0]),
+  );
+  const unruled = [...folders].filter((f) => !FLOORS.some((rule) => rule.folder === f));
+  assert.deepEqual(unruled, [], "product folders without a rule in tests/architecture_test.ts");
+});
+
+Deno.test("architecture: no import breaks the floors", async () => {
+  const breaches = floorBreaches(await importGraph());
+  assert.deepEqual(breaches, [], `imports breaking the floors:\n${breaches.join("\n")}`);
+});
+
+Deno.test("architecture: no circular import", async () => {
+  const cycles = importCycles(await importGraph()).map((cycle) => cycle.join(" -> "));
+  assert.deepEqual(cycles, [], `circular imports:\n${cycles.join("\n")}`);
+});
