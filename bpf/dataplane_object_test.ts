@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { OFFSETS, SIZES } from "../agent/dataplane/maps.ts";
 import { STAT_NAMES } from "../agent/dataplane/stats_map.ts";
 import { BpfObject } from "../ffi/bpf_object.ts";
-import { testWith } from "../tests/harness/requirements.ts";
+import { testWith } from "../tests/support/requirements.ts";
 import {
   DATAPLANE_OBJECT_SHA256,
   DATAPLANE_SOURCE_SHA256,

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { Dataplane } from "../agent/dataplane/dataplane.ts";
 import { formatIpv6, parseIpv6 } from "../core/ipv6.ts";
 import { progTestRun } from "../ffi/bpf_object.ts";
-import { testWith } from "../tests/harness/requirements.ts";
+import { testWith } from "../tests/support/requirements.ts";
 
 const PASS = -1; // TC_ACT_UNSPEC
 const DROP = 2; // TC_ACT_SHOT

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { dataplaneObject } from "../bpf/dataplane_object.ts";
-import { testWith } from "../tests/harness/requirements.ts";
+import { testWith } from "../tests/support/requirements.ts";
 import { mapInfo, programIdOfFd, programIds, programInfo } from "./bpf_info.ts";
 import { BPF_NOEXIST } from "./bpf_map.ts";
 import { BpfObject } from "./bpf_object.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { testWith } from "../tests/harness/requirements.ts";
+import { testWith } from "../tests/support/requirements.ts";
 import { ALL_LAYOUTS, BPF_TC_HOOK, BPF_TC_OPTS, Struct } from "./structs.ts";
 
 Deno.test("ffi structs: the layouts libbpf 1.1.2 needs, as measured", () => {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { tarOf } from "../tests/fixtures/oci_image.ts";
+import { tarOf } from "../tests/support/oci_image.ts";
 import { openImageSource } from "./image_source.ts";
 
 const enc = new TextEncoder();

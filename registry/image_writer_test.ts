@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { imageTagKey } from "../core/bucket_layout.ts";
 import { FsStore } from "../core/fs_store.ts";
 import { getIfExists } from "../core/object_store.ts";
-import { writeOciLayout } from "../tests/fixtures/oci_image.ts";
+import { writeOciLayout } from "../tests/support/oci_image.ts";
 import { type ImageSource, openImageSource } from "./image_source.ts";
 import { writeImage } from "./image_writer.ts";
 

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { FsStore } from "../core/fs_store.ts";
 import { silentLogger } from "../core/log.ts";
 import type { ObjectStore } from "../core/object_store.ts";
-import { writeOciLayout } from "../tests/fixtures/oci_image.ts";
+import { writeOciLayout } from "../tests/support/oci_image.ts";
 import { ImageReader } from "./image_reader.ts";
 import { openImageSource } from "./image_source.ts";
 import { writeImage } from "./image_writer.ts";

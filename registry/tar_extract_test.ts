@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { tarOf } from "../tests/fixtures/oci_image.ts";
+import { tarOf } from "../tests/support/oci_image.ts";
 import { extractTar, safeJoin } from "./tar_extract.ts";
 
 const stream = (b: Uint8Array) => new Blob([b as Uint8Array<ArrayBuffer>]).stream();

@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { VMCONFIG_ASSETS } from "../vmconfig/assets.ts";
-import { agent, nodeStateDirArgs } from "./harness/programs.ts";
+import { agent, nodeStateDirArgs } from "./support/programs.ts";
 
 Deno.test("vmconfig: podmin-agent.service's ExecStart runs one converging pass of the real agent", async () => {
   const unit = VMCONFIG_ASSETS["units/podmin-agent.service"];

@@ -11,8 +11,8 @@
 
 import assert from "node:assert/strict";
 import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import { moto } from "./harness/moto.ts";
-import { testWith } from "./harness/requirements.ts";
+import { moto } from "./support/moto.ts";
+import { testWith } from "./support/requirements.ts";
 import { startImds } from "./vmconfig/imds_emulator.ts";
 import {
   aptRecorder,

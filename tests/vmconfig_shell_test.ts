@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { testWith } from "./harness/requirements.ts";
+import { testWith } from "./support/requirements.ts";
 import { run } from "./vmconfig/fixture.ts";
 import { dependency, renderUserData } from "../vmconfig/render_user_data.ts";
 

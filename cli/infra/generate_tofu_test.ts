@@ -9,7 +9,7 @@ import {
   resource,
   resources,
   sampleInputs,
-} from "../../tests/harness/tofu_config.ts";
+} from "../../tests/support/tofu_config.ts";
 
 const twoGroups = () =>
   sampleInputs({

@@ -15,7 +15,7 @@ import {
   rolePolicy,
   sampleInputs,
   sorted,
-} from "../../tests/harness/tofu_config.ts";
+} from "../../tests/support/tofu_config.ts";
 
 const BUCKET = "demo-cluster-bucket";
 const REGION = "eu-west-1";

@@ -7,7 +7,7 @@ import {
   resource,
   resources,
   sampleInputs,
-} from "../../tests/harness/tofu_config.ts";
+} from "../../tests/support/tofu_config.ts";
 
 /** The route domain (subnet name) of a NodeGroup, via its ASG. */
 function subnetOfNodeGroup(config: TofuConfig, ng: string): string {

@@ -20,7 +20,7 @@ import { generateTofu, serializeTofu } from "./generate_tofu.ts";
 import type { InfraInputs } from "./infra_inputs.ts";
 import { checkTofuSyntax, scanTemplate, tofuSyntaxProblems } from "./tofu_syntax.ts";
 import { literal, type TofuConfig } from "./tofu_json.ts";
-import { nodeGroup, sampleInputs } from "../../tests/harness/tofu_config.ts";
+import { nodeGroup, sampleInputs } from "../../tests/support/tofu_config.ts";
 
 const VARIANTS: Record<string, InfraInputs> = {
   "one NodeGroup, created VPC": sampleInputs(),

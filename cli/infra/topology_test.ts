@@ -4,7 +4,7 @@ import { formatCidr, overlaps, parseCidr, parseIpv4Cidr, subnetOf } from "./cidr
 import { checkInfraInputs } from "./infra_inputs.ts";
 import { generateTofu } from "./generate_tofu.ts";
 import { boundedName, planTopology } from "./topology.ts";
-import { nodeGroup, resources, sampleInputs } from "../../tests/harness/tofu_config.ts";
+import { nodeGroup, resources, sampleInputs } from "../../tests/support/tofu_config.ts";
 
 Deno.test("cidr: parse, carve and compare blocks of both families", () => {
   const v4 = parseIpv4Cidr("10.0.0.0/16");

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { gzipSync } from "node:zlib";
 import { sha256Hex } from "../../core/digest.ts";
-import { serveFiles } from "../../tests/harness/file_server.ts";
+import { serveFiles } from "../../tests/support/file_server.ts";
 import { buildTar } from "../../vmconfig/archive.ts";
 import type { Catalog } from "../setup/dependency_catalog.ts";
 import { BinaryError, fetchPinnedBinaries, resolveBinaries } from "./node_binaries.ts";

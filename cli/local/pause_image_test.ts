@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { openImageSource } from "../../registry/image_source.ts";
-import { testWith } from "../../tests/harness/requirements.ts";
+import { testWith } from "../../tests/support/requirements.ts";
 import { type PauseArch, pauseProgram, writePauseImageLayout } from "./pause_image.ts";
 
 /** Runs a pause program and checks it is still blocked after a while, then kills it. */

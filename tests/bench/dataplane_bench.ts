@@ -18,7 +18,7 @@
 import { Buffer } from "node:buffer";
 import { parseArgs } from "node:util";
 import { formatIpv6, parseIpv6 } from "../../core/ipv6.ts";
-import { Driver, nsRun, Topology } from "../fixtures/dataplane_topology.ts";
+import { Driver, nsRun, Topology } from "../support/dataplane_topology.ts";
 
 const { values: opts } = parseArgs({
   options: {

@@ -19,8 +19,8 @@ import { silentLogger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { parseResource, type Resource } from "../../core/resources.ts";
 import { S3Store } from "../../core/s3_store.ts";
-import { moto } from "../harness/moto.ts";
-import { nodeAgentArgs, spawnAgent, waitFor } from "../harness/programs.ts";
+import { moto } from "../support/moto.ts";
+import { nodeAgentArgs, spawnAgent, waitFor } from "../support/programs.ts";
 
 const POLL_MS = 250;
 

@@ -11,7 +11,7 @@ import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import { availableZones, findReusableVpc } from "../../cli/setup/aws_lookup.ts";
 import { deleteClusterCas, ensureClusterCas } from "../../cli/setup/cluster_cas.ts";
 import { waitForCapacity } from "../../cli/setup/wait_capacity.ts";
-import { moto } from "../harness/moto.ts";
+import { moto } from "../support/moto.ts";
 
 Deno.test("setup CAs [moto]: created as SecureStrings when missing, kept on re-run, deleted by destroy", async () => {
   const m = await moto();

@@ -18,8 +18,8 @@ import { DEPENDENCY_MANIFEST } from "../../core/bucket_layout.ts";
 import { parseDependencyManifest } from "../../core/dependency_manifest.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
-import { serveFiles } from "../harness/file_server.ts";
-import { moto } from "../harness/moto.ts";
+import { serveFiles } from "../support/file_server.ts";
+import { moto } from "../support/moto.ts";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 

@@ -2,7 +2,7 @@
  * `podmin setup` end to end against moto (S3, SSM, EC2, Auto Scaling), a
  * local download site for pinned dependencies, a real upstream registry for
  * the sandbox image, and the tofu process boundary recorded by
- * tests/fixtures/tofu_recorder.sh. ASGs are pre-created in moto under the
+ * tests/support/tofu_recorder.sh. ASGs are pre-created in moto under the
  * names the generated configuration gives them (what `tofu apply` would do).
  */
 
@@ -28,15 +28,15 @@ import {
 import { parseDependencyManifest } from "../../core/dependency_manifest.ts";
 import { getIfExists } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
-import { writeOciLayout } from "../fixtures/oci_image.ts";
-import { serveFiles } from "../harness/file_server.ts";
-import { freePort, moto } from "../harness/moto.ts";
-import { podmin, waitFor } from "../harness/programs.ts";
-import { run } from "../harness/registry.ts";
-import { testWith } from "../harness/requirements.ts";
+import { writeOciLayout } from "../support/oci_image.ts";
+import { serveFiles } from "../support/file_server.ts";
+import { freePort, moto } from "../support/moto.ts";
+import { podmin, waitFor } from "../support/programs.ts";
+import { run } from "../support/registry.ts";
+import { testWith } from "../support/requirements.ts";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-const recorder = new URL("../fixtures/tofu_recorder.sh", import.meta.url).pathname;
+const recorder = new URL("../support/tofu_recorder.sh", import.meta.url).pathname;
 
 function randomBytes(n: number): Uint8Array {
   const out = new Uint8Array(n);

@@ -1,6 +1,6 @@
 /**
  * teardown and destroy against moto, with the tofu process boundary recorded
- * by tests/fixtures/tofu_recorder.sh (the only double: tofu cannot fetch its
+ * by tests/support/tofu_recorder.sh (the only double: tofu cannot fetch its
  * AWS provider here).
  */
 
@@ -12,10 +12,10 @@ import { ensureClusterCas } from "../../cli/setup/cluster_cas.ts";
 import { DEPLOYMENT_INDEX, INFRA_CONFIG } from "../../core/bucket_layout.ts";
 import { getIfExists } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
-import { moto } from "../harness/moto.ts";
-import { podmin } from "../harness/programs.ts";
+import { moto } from "../support/moto.ts";
+import { podmin } from "../support/programs.ts";
 
-const recorder = new URL("../fixtures/tofu_recorder.sh", import.meta.url).pathname;
+const recorder = new URL("../support/tofu_recorder.sh", import.meta.url).pathname;
 
 async function records(
   file: string,

@@ -12,8 +12,8 @@
  */
 
 import assert from "node:assert/strict";
-import { testWith } from "../harness/requirements.ts";
-import { Driver, type LineProcess, nsRun, sh, Topology } from "../fixtures/dataplane_topology.ts";
+import { testWith } from "../support/requirements.ts";
+import { Driver, type LineProcess, nsRun, sh, Topology } from "../support/dataplane_topology.ts";
 
 const CIDR = "fd00:504d::/112";
 const WEB = "fd00:504d::10";
@@ -251,7 +251,7 @@ testWith(
         "`podmin-agent dataplane status` prints programs, attachments and maps",
         async () => {
           const run = async (args: string[]) => {
-            const p = topo.spawnDeno(n1, "tests/fixtures/dataplane_status_cli.ts", args);
+            const p = topo.spawnDeno(n1, "tests/support/dataplane_status_cli.ts", args);
             await p.stdin.close();
             const out = await p.output();
             return { code: out.code, stdout: new TextDecoder().decode(out.stdout) };

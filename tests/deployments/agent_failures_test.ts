@@ -16,7 +16,7 @@ import { FsStore } from "../../core/fs_store.ts";
 import { silentLogger } from "../../core/log.ts";
 import { getIfExists } from "../../core/object_store.ts";
 import { parseResource } from "../../core/resources.ts";
-import { moto, putParameter } from "../harness/moto.ts";
+import { moto, putParameter } from "../support/moto.ts";
 
 const deployment = (name: string, secrets?: { key: string }[]) =>
   parseResource({

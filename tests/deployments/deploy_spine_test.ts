@@ -10,8 +10,8 @@ import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
 import { parseDeploymentIndex } from "../../core/deployment_index.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { openStore } from "../../core/store_url.ts";
-import { moto } from "../harness/moto.ts";
-import { agent, nodeAgentArgs, podmin, spawnAgent, waitFor } from "../harness/programs.ts";
+import { moto } from "../support/moto.ts";
+import { agent, nodeAgentArgs, podmin, spawnAgent, waitFor } from "../support/programs.ts";
 
 interface Cluster {
   url: string;

@@ -17,11 +17,11 @@ import { localDown, localUp, readState } from "../../cli/local/local_node.ts";
 import { resolveBinaries } from "../../cli/local/node_binaries.ts";
 import { isRunning } from "../../cli/local/node_processes.ts";
 import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
-import { writeOciLayout } from "../fixtures/oci_image.ts";
-import { freePort, moto, putParameter, putSecret } from "../harness/moto.ts";
-import { podmin, waitFor } from "../harness/programs.ts";
-import { startDistributionRegistry } from "../harness/registry.ts";
-import { testWith } from "../harness/requirements.ts";
+import { writeOciLayout } from "../support/oci_image.ts";
+import { freePort, moto, putParameter, putSecret } from "../support/moto.ts";
+import { podmin, waitFor } from "../support/programs.ts";
+import { startDistributionRegistry } from "../support/registry.ts";
+import { testWith } from "../support/requirements.ts";
 
 const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
 const NODE_BINS = ["containerd-v2.1.5", "kubelet-v1.37.2", "crictl-v1.34.0"].map((d) =>

@@ -8,11 +8,11 @@ import { createHash } from "node:crypto";
 import * as path from "node:path";
 import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";
 import { runGenerator } from "../../vmconfig/node_files.ts";
-import { staticHello, writeOciLayout } from "../fixtures/oci_image.ts";
-import { freePort, moto } from "../harness/moto.ts";
-import { nodeAgentArgs, podmin, spawnAgent, waitFor } from "../harness/programs.ts";
-import { run, startRegistry } from "../harness/registry.ts";
-import { testWith } from "../harness/requirements.ts";
+import { staticHello, writeOciLayout } from "../support/oci_image.ts";
+import { freePort, moto } from "../support/moto.ts";
+import { nodeAgentArgs, podmin, spawnAgent, waitFor } from "../support/programs.ts";
+import { run, startRegistry } from "../support/registry.ts";
+import { testWith } from "../support/requirements.ts";
 
 const sha = (b: Uint8Array) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
 

@@ -6,11 +6,11 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { writeOciLayout } from "../fixtures/oci_image.ts";
-import { moto } from "../harness/moto.ts";
-import { podmin } from "../harness/programs.ts";
-import { startRegistry } from "../harness/registry.ts";
-import { testWith } from "../harness/requirements.ts";
+import { writeOciLayout } from "../support/oci_image.ts";
+import { moto } from "../support/moto.ts";
+import { podmin } from "../support/programs.ts";
+import { startRegistry } from "../support/registry.ts";
+import { testWith } from "../support/requirements.ts";
 
 testWith("registry [moto]: OCI distribution-spec conformance, pull workflow (read-only)", {
   tools: ["oci-conformance"],

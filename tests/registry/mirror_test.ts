@@ -7,11 +7,11 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
-import { writeOciLayout } from "../fixtures/oci_image.ts";
-import { freePort, moto } from "../harness/moto.ts";
-import { podmin, waitFor } from "../harness/programs.ts";
-import { run, startRegistry } from "../harness/registry.ts";
-import { testWith } from "../harness/requirements.ts";
+import { writeOciLayout } from "../support/oci_image.ts";
+import { freePort, moto } from "../support/moto.ts";
+import { podmin, waitFor } from "../support/programs.ts";
+import { run, startRegistry } from "../support/registry.ts";
+import { testWith } from "../support/requirements.ts";
 
 testWith(
   "registry [moto]: mirror from an upstream with basic auth, platform selection and digest pins",

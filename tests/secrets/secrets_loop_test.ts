@@ -13,7 +13,7 @@ import { applyResources, deleteResource } from "../../cli/desired_state.ts";
 import { silentLogger } from "../../core/log.ts";
 import { parseResource } from "../../core/resources.ts";
 import { openStore } from "../../core/store_url.ts";
-import { deleteParameter, moto, putParameter, putSecret } from "../harness/moto.ts";
+import { deleteParameter, moto, putParameter, putSecret } from "../support/moto.ts";
 
 const web = parseResource({
   apiVersion: "podmin.dev/v1",

@@ -14,7 +14,7 @@ import {
 import { FsStore } from "../../core/fs_store.ts";
 import { getIfExists, type ObjectStore, putIfAbsent, putIfMatch } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
-import { moto } from "../harness/moto.ts";
+import { moto } from "../support/moto.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

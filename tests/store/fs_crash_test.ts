@@ -26,7 +26,7 @@ Deno.test("fs store: SIGKILL during writes leaves the old or the new object, nev
         args: [
           "run",
           "-A",
-          new URL("../fixtures/fs_store_writer.ts", import.meta.url).pathname,
+          new URL("../support/fs_store_writer.ts", import.meta.url).pathname,
           root,
           "crash/object",
         ],
