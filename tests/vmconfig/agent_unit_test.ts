@@ -1,8 +1,8 @@
 /** The podmin-agent systemd unit's command line is one the agent accepts. */
 
 import assert from "node:assert/strict";
-import { VMCONFIG_ASSETS } from "../vmconfig/assets.ts";
-import { agent, nodeStateDirArgs } from "./support/programs.ts";
+import { VMCONFIG_ASSETS } from "../../vmconfig/assets.ts";
+import { agent, nodeStateDirArgs } from "../support/programs.ts";
 
 Deno.test("vmconfig: podmin-agent.service's ExecStart runs one converging pass of the real agent", async () => {
   const unit = VMCONFIG_ASSETS["units/podmin-agent.service"];

@@ -11,9 +11,9 @@
 
 import assert from "node:assert/strict";
 import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import { moto } from "./support/moto.ts";
-import { testWith } from "./support/requirements.ts";
-import { startImds } from "./vmconfig/imds_emulator.ts";
+import { moto } from "../support/moto.ts";
+import { testWith } from "../support/requirements.ts";
+import { startImds } from "./imds_emulator.ts";
 import {
   aptRecorder,
   deb,
@@ -28,16 +28,16 @@ import {
   systemctlRecorder,
   tgz,
   vethEni,
-} from "./vmconfig/fixture.ts";
-import { buildVmconfigArchive } from "../vmconfig/archive.ts";
+} from "./fixture.ts";
+import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
 import {
   type Dependency,
   dependency,
   POOL4_DETECT,
   renderUserData,
   SOURCES_DETECT,
-} from "../vmconfig/render_user_data.ts";
-import { dependencyBlobKey } from "../core/bucket_layout.ts";
+} from "../../vmconfig/render_user_data.ts";
+import { dependencyBlobKey } from "../../core/bucket_layout.ts";
 
 const TOOLS = ["curl", "containerd", "bats", "ip", "nft", "dpkg-deb", "useradd"];
 const NODE_MAC = "02:00:5e:00:00:0a";
@@ -1082,19 +1082,23 @@ testWith(
           }],
         });
         try {
-          const out = await run(new URL("../vmconfig/bin/bootstrap.sh", import.meta.url).pathname, [
-            "nat",
-            "us-east-1",
-          ], {
-            env: {
-              PODMIN_ROOT: root,
-              PODMIN_IMDS_ENDPOINTS: imds.endpoint,
-              PODMIN_IMDS_ATTEMPTS: "2",
-              PODMIN_NETNS: ns.name,
-              NAT64_SOURCE_IPV6_CIDRS: "detect",
-              PATH: Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin",
+          const out = await run(
+            new URL("../../vmconfig/bin/bootstrap.sh", import.meta.url).pathname,
+            [
+              "nat",
+              "us-east-1",
+            ],
+            {
+              env: {
+                PODMIN_ROOT: root,
+                PODMIN_IMDS_ENDPOINTS: imds.endpoint,
+                PODMIN_IMDS_ATTEMPTS: "2",
+                PODMIN_NETNS: ns.name,
+                NAT64_SOURCE_IPV6_CIDRS: "detect",
+                PATH: Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin",
+              },
             },
-          });
+          );
           assert.notEqual(out.code, 0, JSON.stringify(blocks));
           assert.match(out.stderr, want);
           await assert.rejects(Deno.lstat(`${root}/opt/podmin/etc/detected.env`));

@@ -4,11 +4,11 @@
  */
 
 import assert from "node:assert/strict";
-import { testWith } from "./support/requirements.ts";
-import { run } from "./vmconfig/fixture.ts";
-import { dependency, renderUserData } from "../vmconfig/render_user_data.ts";
+import { testWith } from "../support/requirements.ts";
+import { run } from "./fixture.ts";
+import { dependency, renderUserData } from "../../vmconfig/render_user_data.ts";
 
-const ROOT = new URL("../", import.meta.url).pathname;
+const ROOT = new URL("../../", import.meta.url).pathname;
 
 function filesIn(dir: string, re: RegExp): string[] {
   return [...Deno.readDirSync(`${ROOT}${dir}`)]
