@@ -77,6 +77,8 @@ export interface LocalState {
   apiVersion: "podmin.dev/v1";
   kind: "LocalNode";
   bucket: string;
+  cluster: string;
+  nodeGroup: string;
   registryPort: number;
   podPrefix: string;
   containerdVersion?: string;
@@ -213,7 +215,14 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
     if (previous.mountNs && await namespaceId(previous.mountNs)) {
       // The node's files and namespace are intact: restart only what is down.
       o.log(`local node partly down (${down.join(", ")}): restarting ${down.join(", ")}`);
-      await startDaemons({ ...o, state: previous, bucket: previous.bucket });
+      // The node keeps what it was brought up with; only the programs' paths come from here.
+      await startDaemons({
+        ...o,
+        state: previous,
+        bucket: previous.bucket,
+        cluster: previous.cluster,
+        nodeGroup: previous.nodeGroup,
+      });
       return previous;
     }
     o.log(`a previous local node lost its namespace (${down.join(", ")} down): removing it first`);
@@ -225,6 +234,8 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
     apiVersion: "podmin.dev/v1",
     kind: "LocalNode",
     bucket,
+    cluster: o.cluster,
+    nodeGroup: o.nodeGroup,
     registryPort: o.registryPort,
     podPrefix: o.podPrefix,
     containerdVersion: o.binaries.containerdVersion,
