@@ -131,8 +131,10 @@ testWith(
         "\n",
       )
         .filter(Boolean).map((l) => JSON.parse(l));
+    // A restarted kubelet answers FailedPrecondition ("Kubelet is initializing") for a moment:
+    // not ready yet.
     const readyPod = async () =>
-      (await podsApi()).find((p) => p.name.startsWith("hello") && p.ready);
+      (await podsApi().catch(() => [])).find((p) => p.name.startsWith("hello") && p.ready);
     const valueInContainer = async (key: string) => {
       const [c] = (await containers("hello")).filter((c: { state: string }) =>
         c.state === "CONTAINER_RUNNING"
@@ -445,7 +447,10 @@ spec:
         assert.equal(deleted.code, 0, deleted.stderr);
         await waitFor(
           "the Pod gone",
-          async () => !(await podsApi()).some((p) => p.name.startsWith("hello")),
+          async () =>
+            !(await podsApi().catch(() => [{ name: "hello" }])).some((p) =>
+              p.name.startsWith("hello")
+            ),
           60_000,
         );
       });
