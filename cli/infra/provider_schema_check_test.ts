@@ -144,3 +144,33 @@ Deno.test("schema check: checkProviderSchema throws a typed error listing every 
     return true;
   });
 });
+
+Deno.test("schema check: every argument and block the generator writes is looked up", () => {
+  // Renaming any one top-level key of any resource or data source must be reported, so no
+  // part of the configuration escapes the check unnoticed.
+  const META = new Set(["depends_on", "lifecycle", "count", "for_each", "provider"]);
+  const original = config();
+  let renamed = 0;
+  for (const kind of ["resource", "data"] as const) {
+    for (const [type, byName] of Object.entries(original[kind])) {
+      for (const [name, body] of Object.entries(byName)) {
+        for (const key of Object.keys(body).filter((k) => !META.has(k))) {
+          const found = problems((c) => {
+            const b = c[kind][type][name];
+            b[`${key}_x`] = b[key];
+            delete b[key];
+          });
+          const address = kind === "data" ? `data.${type}.${name}` : `${type}.${name}`;
+          assert.ok(
+            found.some((p) =>
+              p.startsWith(`${address}: ${key}_x: `) && p.endsWith("[unknown-name]")
+            ),
+            `renaming ${address}.${key} went unnoticed: ${found.join("; ")}`,
+          );
+          renamed++;
+        }
+      }
+    }
+  }
+  assert.ok(renamed > 100, `only ${renamed} keys renamed`);
+});
