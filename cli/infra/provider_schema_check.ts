@@ -217,6 +217,7 @@ class SchemaChecker {
           path: "",
           meta: new Set(["alias", "//"]),
         });
+        this.checkReferences(b, "");
       }
     }
     this.checkObjects("resource", this.schema.resources);
