@@ -215,6 +215,7 @@ class SchemaChecker {
           body: b,
           block: this.schema.provider,
           path: "",
+          where: `provider ${name}`,
           meta: new Set(["alias", "//"]),
         });
         this.checkReferences(b, "");
@@ -260,6 +261,7 @@ class SchemaChecker {
           body,
           block,
           path: "",
+          where: kind === "data" ? `data source ${type}` : type,
           meta: kind === "data" ? DATA_META : RESOURCE_META,
         });
         for (const dep of Array.isArray(body.depends_on) ? body.depends_on : []) {
@@ -273,9 +275,9 @@ class SchemaChecker {
   }
 
   private checkBody(
-    options: { body: Json; block: SchemaBlock; path: string; meta?: Set<string> },
+    options: { body: Json; block: SchemaBlock; path: string; where: string; meta?: Set<string> },
   ): void {
-    const { body, block, path, meta } = options;
+    const { body, block, path, where, meta } = options;
     if (!isObject(body)) {
       this.report(path, "nesting", `a block body must be an object, got ${jsonKind(body)}`);
       return;
@@ -288,15 +290,16 @@ class SchemaChecker {
       const attribute = attributes[key];
       const blockType = blockTypes[key];
       if (attribute) this.checkAttribute({ attribute, value, path: at });
-      else if (blockType) this.checkBlocks({ blockType, value, path: at });
-      else if (key === "dynamic") {
+      else if (blockType) {
+        this.checkBlocks({ blockType, value, path: at, where: `${where} block ${key}` });
+      } else if (key === "dynamic") {
         this.report(at, "unsupported", "dynamic blocks are not checked; write the blocks out");
       } else {
         const names = [...Object.keys(attributes), ...Object.keys(blockTypes)];
         this.report(
           at,
           "unknown-name",
-          `no argument or block ${key} here${suggestion(key, names)}`,
+          `${where} has no argument or block ${key}${suggestion(key, names)}`,
         );
       }
     }
@@ -451,8 +454,10 @@ class SchemaChecker {
     }
   }
 
-  private checkBlocks(options: { blockType: SchemaBlockType; value: Json; path: string }): void {
-    const { blockType, value, path } = options;
+  private checkBlocks(
+    options: { blockType: SchemaBlockType; value: Json; path: string; where: string },
+  ): void {
+    const { blockType, value, path, where } = options;
     const { nesting_mode: mode, block } = blockType;
     if (typeof value === "string") {
       this.report(
@@ -480,7 +485,7 @@ class SchemaChecker {
         what: "block",
       });
       for (const [label, body] of entries) {
-        this.checkBody({ body, block, path: `${path}["${label}"]` });
+        this.checkBody({ body, block, path: `${path}["${label}"]`, where });
       }
       return;
     }
@@ -496,7 +501,7 @@ class SchemaChecker {
       what: "block",
     });
     bodies.forEach((body, i) =>
-      this.checkBody({ body, block, path: Array.isArray(value) ? `${path}[${i}]` : path })
+      this.checkBody({ body, block, path: Array.isArray(value) ? `${path}[${i}]` : path, where })
     );
   }
 

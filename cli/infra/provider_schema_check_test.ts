@@ -46,8 +46,8 @@ Deno.test("schema check: a wrong argument name is named, with a suggestion", () 
       delete subnet.ipv6_cidr_block;
     }),
     [
-      "aws_subnet.nodes_zone_a: ipv6_cidr_blok: no argument or block ipv6_cidr_blok here " +
-      "(did you mean ipv6_cidr_block?) [unknown-name]",
+      "aws_subnet.nodes_zone_a: ipv6_cidr_blok: aws_subnet has no argument or block " +
+      "ipv6_cidr_blok (did you mean ipv6_cidr_block?) [unknown-name]",
     ],
   );
   assert.deepEqual(
@@ -56,8 +56,9 @@ Deno.test("schema check: a wrong argument name is named, with a suggestion", () 
       (lt.network_interfaces as TfBody[])[1].ipv6_adress_count = 1;
     }),
     [
-      "aws_launch_template.ng_default: network_interfaces[1].ipv6_adress_count: no argument or " +
-      "block ipv6_adress_count here (did you mean ipv6_address_count?) [unknown-name]",
+      "aws_launch_template.ng_default: network_interfaces[1].ipv6_adress_count: " +
+      "aws_launch_template block network_interfaces has no argument or block ipv6_adress_count " +
+      "(did you mean ipv6_address_count?) [unknown-name]",
     ],
   );
 });
@@ -108,17 +109,20 @@ Deno.test("schema check: types, unknown resource types, nesting and references",
     asg.health_check_grace_period = "120"; // OpenTofu converts it: not a violation
     asg.vpc_zone_identifier = "${aws_subnet.nodes_zone_z.id}";
     asg.instance_refresh = "${local.refresh}";
+    asg.timeouts = [{ delete: "15m" }, { delete: "20m" }];
     resource(c, "aws_subnet", "nodes_zone_a").enable_dns64 = { on: true };
     resource(c, "aws_route", "nodes_zone_a_ipv6_default").gateway_id =
       "${aws_internet_gateway.main.gateway_id}";
     c.output.vpc_id.value = "${data.aws_vpc.main.id}";
     c.resource.aws_subnett = { x: { vpc_id: "${aws_vpc.main.id}" } };
   });
-  assert.deepEqual(found.sort(), [
+  assert.deepEqual(found.sort(), [ // sorted
     "aws_autoscaling_group.ng_default: instance_refresh: a list block cannot be an expression; " +
     "write it as an object [nesting]",
     'aws_autoscaling_group.ng_default: min_size: expected number, got a string ("two"), which ' +
     "OpenTofu cannot convert [type]",
+    "aws_autoscaling_group.ng_default: timeouts: a single block occurs at most once, got 2 " +
+    "[nesting]",
     "aws_autoscaling_group.ng_default: vpc_zone_identifier: aws_subnet.nodes_zone_z.id refers to " +
     "aws_subnet.nodes_zone_z, which the configuration does not declare [reference]",
     "aws_route.nodes_zone_a_ipv6_default: gateway_id: aws_internet_gateway.main.gateway_id: no " +
