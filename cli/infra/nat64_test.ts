@@ -188,6 +188,43 @@ Deno.test("a zone whose NodeGroups all have dedicated NAT64 gets no shared insta
   ]);
 });
 
+Deno.test("no shared node subnet in a zone where every NodeGroup has its own (seed's example)", () => {
+  for (const nat64 of [{}, undefined]) {
+    const config = generateTofu(sampleInputs({
+      nat64,
+      nodeGroups: [
+        nodeGroup("default", "a"),
+        nodeGroup("workers", "b", { size: 3, instanceType: "c8g.large", nat64: "t4g.small" }),
+      ],
+    }));
+    const nodeSubnets = (type: string) =>
+      Object.keys(resources(config, type)).filter((n) => n.startsWith("nodes_")).sort();
+    assert.deepEqual(nodeSubnets("aws_subnet"), ["nodes_ng_workers", "nodes_zone_a"]);
+    assert.deepEqual(nodeSubnets("aws_route_table"), ["nodes_ng_workers", "nodes_zone_a"]);
+    assert.deepEqual(nodeSubnets("aws_route_table_association"), [
+      "nodes_ng_workers",
+      "nodes_zone_a",
+    ]);
+    assert.deepEqual(
+      nodeSubnets("aws_route"),
+      nat64
+        ? [
+          "nodes_ng_workers_ipv6_default",
+          "nodes_ng_workers_nat64",
+          "nodes_zone_a_ipv6_default",
+          "nodes_zone_a_nat64",
+        ]
+        : ["nodes_ng_workers_ipv6_default", "nodes_ng_workers_nat64", "nodes_zone_a_ipv6_default"],
+    );
+    assert.deepEqual(Object.keys(config.output.node_subnet_ids.value as object).sort(), [
+      "ng-workers",
+      "zone-a",
+    ]);
+    // Zone b still hosts the dedicated NAT64 instance's dual-stack subnet.
+    assert.ok(resource(config, "aws_subnet", "nat64_zone_b"));
+  }
+});
+
 Deno.test("NAT64 subnets: dual-stack /27 from the top of the VPC range, IPv4 and IPv6 to the gateway", () => {
   const config = generateTofu(sampleInputs({
     nat64: {},

@@ -13,7 +13,8 @@
  *   `var.X`) names something the configuration declares.
  *
  * It does not parse HCL expressions fully (the tests additionally run HashiCorp's own parser
- * over the serialized configuration) and knows no provider schemas (`tofu validate` does).
+ * over the serialized configuration) and knows no provider schemas (`tofu validate` does; the
+ * tests check the provider's schema with `provider_schema_check.ts`).
  */
 
 import { ValidationError } from "../../core/errors.ts";

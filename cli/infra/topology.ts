@@ -190,6 +190,9 @@ export function planTopology(c: CheckedInputs): Topology {
   for (const zone of c.zones) {
     const key = `zone-${letterOf(zone)}`;
     const members = c.spec.nodeGroups.filter((ng) => ng.zone === zone && ng.nat64 === undefined);
+    // No shared subnet (nor route table, routes, NAT64) where no NodeGroup would use it: a zone
+    // whose NodeGroups all have a dedicated NAT64 only needs their own subnets.
+    if (members.length === 0) continue;
     const nat = shared !== undefined && members.length > 0
       ? nat64Plan(c, key, zone, shared)
       : undefined;

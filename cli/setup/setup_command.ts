@@ -267,7 +267,11 @@ async function resolveAmis(
   return out;
 }
 
-function clusterSpecOf(
+/**
+ * The generator's cluster spec from setup's flags, the bucket and each NodeGroup's resolved
+ * zone (exported for the tests that check generated configurations per flag combination).
+ */
+export function clusterSpecOf(
   { flags, bucket, zones }: { flags: SetupFlags; bucket: string; zones: Map<string, string> },
 ): ClusterSpec {
   return {

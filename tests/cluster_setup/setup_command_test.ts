@@ -34,6 +34,8 @@ import { freePort, moto } from "../support/moto.ts";
 import { podmin, waitFor } from "../support/programs.ts";
 import { run } from "../support/registry.ts";
 import { testWith } from "../support/requirements.ts";
+import { awsProviderSchema } from "../support/provider_schema.ts";
+import { checkProviderSchema } from "../../cli/infra/provider_schema_check.ts";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 const recorder = new URL("../support/tofu_recorder.sh", import.meta.url).pathname;
@@ -346,6 +348,9 @@ Deno.test("setup --dry-run [moto]: writes config, user-data and plan; touches no
       2 + 2,
       "2 NodeGroups + shared and dedicated NAT64",
     );
+    // The saved bytes, as tofu would read them, against the AWS provider's schema.
+    checkProviderSchema({ config, schema: await awsProviderSchema() });
+    assert.equal(config.resource.aws_subnet.nodes_zone_b, undefined, "no NodeGroup uses it");
     for (const f of ["default.sh", "workers.sh", "nat64.sh"]) {
       const text = await Deno.readTextFile(`${tmp}/user-data/${f}`);
       assert.ok(new TextEncoder().encode(text).length <= 16384, `${f} fits EC2's limit`);

@@ -1,7 +1,7 @@
 /**
- * Tests that need root or an external tool declare it here. Locally a missing
- * requirement skips the test with a printed reason; under CI=true it fails the
- * test instead, because CI installs everything and runs every test.
+ * Tests that need root, an external tool or a file outside the repository declare it here.
+ * Locally a missing requirement skips the test with a printed reason; under CI=true it fails
+ * the test instead, because CI installs everything and runs every test.
  */
 
 /** What a test needs. */
@@ -10,6 +10,16 @@ export interface Requirements {
   root?: boolean;
   /** Executables that must be on PATH. */
   tools?: string[];
+  /** Files that must exist (e.g. what CI puts beside the clone). */
+  files?: URL[];
+}
+
+function exists(file: URL): boolean {
+  try {
+    return Deno.statSync(file).isFile;
+  } catch {
+    return false;
+  }
 }
 
 function onPath(tool: string): boolean {
@@ -27,11 +37,12 @@ export function unmet(req: Requirements): string[] {
   const reasons: string[] = [];
   if (req.root && Deno.uid() !== 0) reasons.push("needs root");
   for (const t of req.tools ?? []) if (!onPath(t)) reasons.push(`needs ${t} on PATH`);
+  for (const f of req.files ?? []) if (!exists(f)) reasons.push(`needs the file ${f.pathname}`);
   return reasons;
 }
 
 /**
- * Registers a test that needs root or tools. Skipped locally (with a reason on
+ * Registers a test that needs root, tools or files. Skipped locally (with a reason on
  * stderr) when a requirement is missing; failed under CI.
  */
 export function testWith(
