@@ -35,6 +35,12 @@ export const DEFAULTS = {
 
 const MAX_BACKOFF_MS = 30_000;
 
+/**
+ * The agent's store makes one attempt per operation: its loop is the retry (backoff with jitter),
+ * so an outage reaches the status file within one request bound (spec §2.3, §7).
+ */
+const AGENT_RETRY = { attempts: 1, baseMs: 100, maxMs: 2000 } as const;
+
 const run: Command = {
   name: "run",
   summary: "converge this node to the cluster bucket (the systemd service)",
@@ -78,7 +84,7 @@ Example:
   async run(ctx) {
     const f = runFlags(ctx);
     const { cluster, nodeGroup, intervalMs, region, stateDir } = f;
-    const store = openStore(bucketUrl(ctx), { region });
+    const store = openStore(bucketUrl(ctx), { region, retry: AGENT_RETRY });
     const log = createLogger("agent");
     const deployments = new DeploymentsLoop({
       store,

@@ -38,6 +38,14 @@ import type {
   PutStreamResult,
   StreamResult,
 } from "./object_store.ts";
+import {
+  awsRequestHandler,
+  idleBounded,
+  isTimeout,
+  readAllBounded,
+  requestTimeoutMs,
+  timeoutError,
+} from "./request_bounds.ts";
 import { DEFAULT_RETRY, type RetryPolicy, withRetry } from "./retry.ts";
 
 /** Multipart part size; S3's minimum for all but the last part is 5 MiB. */
@@ -51,7 +59,10 @@ export interface S3StoreOptions {
   /** Custom endpoint; defaults to `AWS_ENDPOINT_URL`, else AWS's dual-stack endpoint. */
   endpoint?: string;
   retry?: RetryPolicy;
-  /** Per-request timeout in milliseconds (default 30 s). */
+  /**
+   * Per-attempt bound in milliseconds, also the idle bound of a streamed body
+   * (default: `requestTimeoutMs()`, 30 s unless $PODMIN_REQUEST_TIMEOUT says otherwise).
+   */
   requestTimeoutMs?: number;
 }
 
@@ -61,19 +72,23 @@ export class S3Store implements ObjectStore {
   readonly bucket: string;
   readonly client: S3Client;
   readonly #retry: RetryPolicy;
+  readonly #timeoutMs: number;
+  readonly #endpoint: string;
 
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
     this.url = `s3://${options.bucket}`;
     this.#retry = options.retry ?? DEFAULT_RETRY;
     const endpoint = options.endpoint ?? Deno.env.get("AWS_ENDPOINT_URL") ?? undefined;
+    this.#timeoutMs = options.requestTimeoutMs ?? requestTimeoutMs();
+    this.#endpoint = endpoint ?? `S3 (${options.region})`;
     this.client = new S3Client({
       region: options.region,
       endpoint,
       forcePathStyle: endpoint !== undefined,
       useDualstackEndpoint: endpoint === undefined,
       maxAttempts: 1, // retries are ours: bounded, jittered, transient errors only
-      requestHandler: { requestTimeout: options.requestTimeoutMs ?? 30_000 },
+      requestHandler: awsRequestHandler(this.#timeoutMs),
     });
   }
 
@@ -83,7 +98,10 @@ export class S3Store implements ObjectStore {
         const out = await this.client.send(
           new GetObjectCommand({ Bucket: this.bucket, Key: key, IfNoneMatch: options.ifNoneMatch }),
         );
-        const body = await out.Body!.transformToByteArray();
+        const body = await readAllBounded(
+          out.Body!.transformToWebStream() as ReadableStream<Uint8Array>,
+          { idleMs: this.#timeoutMs, onIdle: () => this.#stalled(key) },
+        );
         return {
           notModified: false as const,
           body,
@@ -178,7 +196,7 @@ export class S3Store implements ObjectStore {
       await this.client.send(
         new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }),
       ).catch(() => {});
-      throw err instanceof StoreError ? err : classify(err, { key, url: this.url });
+      throw err instanceof StoreError ? err : this.#classify(err, key);
     }
   }
 
@@ -252,7 +270,10 @@ export class S3Store implements ObjectStore {
           contentType: out.ContentType,
           lastModified: out.LastModified,
         },
-        body: out.Body!.transformToWebStream() as ReadableStream<Uint8Array>,
+        body: idleBounded(out.Body!.transformToWebStream() as ReadableStream<Uint8Array>, {
+          idleMs: this.#timeoutMs,
+          onIdle: () => this.#stalled(key),
+        }),
       };
     });
   }
@@ -293,9 +314,30 @@ export class S3Store implements ObjectStore {
       try {
         return await op();
       } catch (err) {
-        throw classify(err, { key, url: this.url });
+        throw this.#classify(err, key);
       }
     }, { policy: this.#retry });
+  }
+
+  #classify(err: unknown, key: string): StoreError {
+    if (isTimeout(err)) {
+      return timeoutError({
+        endpoint: this.#endpoint,
+        timeoutMs: this.#timeoutMs,
+        what: `${this.url}: ${key}`,
+        key,
+        cause: err,
+      });
+    }
+    return classify(err, { key, url: this.url });
+  }
+
+  /** The error of a body that stopped delivering bytes. */
+  #stalled(key: string): StoreError {
+    return new UnavailableError(
+      `${this.url}: ${key}: the body from ${this.#endpoint} stalled for ${this.#timeoutMs} ms`,
+      { key, hint: "the endpoint stopped sending mid-object; check it and the network" },
+    );
   }
 }
 

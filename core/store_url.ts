@@ -4,12 +4,15 @@ import * as path from "node:path";
 import { UsageError } from "./errors.ts";
 import { FsStore } from "./fs_store.ts";
 import type { ObjectStore } from "./object_store.ts";
+import type { RetryPolicy } from "./retry.ts";
 import { S3Store } from "./s3_store.ts";
 
 /** Options of `openStore`. */
 export interface OpenStoreOptions {
   /** AWS region for s3:// (default: AWS_REGION, AWS_DEFAULT_REGION, then us-east-1). */
   region?: string;
+  /** Retry policy of an S3 store (default `DEFAULT_RETRY`, §2.3). */
+  retry?: RetryPolicy;
 }
 
 const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
@@ -27,7 +30,7 @@ export function openStore(url: string, options: OpenStoreOptions = {}): ObjectSt
     if (!BUCKET_NAME.test(bucket)) {
       throw new UsageError(`invalid S3 bucket name ${JSON.stringify(bucket)}`, { hint });
     }
-    return new S3Store({ bucket, region: options.region ?? defaultRegion() });
+    return new S3Store({ bucket, region: options.region ?? defaultRegion(), retry: options.retry });
   }
   if (url.startsWith("file://")) {
     const p = decodeURIComponent(url.slice("file://".length));
@@ -38,7 +41,11 @@ export function openStore(url: string, options: OpenStoreOptions = {}): ObjectSt
   }
   if (BUCKET_NAME.test(url)) {
     // A bare bucket name, as the agent's systemd unit passes it.
-    return new S3Store({ bucket: url, region: options.region ?? defaultRegion() });
+    return new S3Store({
+      bucket: url,
+      region: options.region ?? defaultRegion(),
+      retry: options.retry,
+    });
   }
   throw new UsageError(`unsupported bucket URL ${JSON.stringify(url)}`, { hint });
 }

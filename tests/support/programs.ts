@@ -31,10 +31,11 @@ export function agent(args: string[], env?: Record<string, string>): Promise<Ran
   return runEntry("agent/main.ts", args, env);
 }
 
-/** Starts a long-running `podmin-agent ARGS…`; stderr is collected. */
-export function spawnAgent(args: string[]): Deno.ChildProcess {
+/** Starts a long-running `podmin-agent ARGS…` (extra `env` when given); stderr is collected. */
+export function spawnAgent(args: string[], env?: Record<string, string>): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {
     args: ["run", "--allow-all", `${root}agent/main.ts`, ...args],
+    env,
     stdin: "null",
     stdout: "null",
     stderr: "piped",
