@@ -22,7 +22,14 @@ export function parseResourceText(text: string, name: string): LoadedResource[] 
       problems.push(`${where}: ${doc.errors.map((e) => e.message.split("\n")[0]).join("; ")}`);
       return;
     }
-    const value = doc.toJS({ maxAliasCount: 50 });
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: 50 });
+    } catch (err) {
+      // e.g. "Excessive alias count indicates a resource exhaustion attack" (an alias bomb).
+      problems.push(`${where}: cannot expand the YAML: ${(err as Error).message}`);
+      return;
+    }
     if (value === null || value === undefined) return; // empty document
     try {
       out.push({ resource: parseResource(value, where), where });
