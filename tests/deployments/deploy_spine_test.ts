@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
 import { parseDeploymentIndex } from "../../core/deployment_index.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { openStore } from "../../core/store_url.ts";
+import { createBucket, openStore } from "../../core/store_url.ts";
 import { moto } from "../support/moto.ts";
 import { agent, nodeAgentArgs, podmin, spawnAgent, waitFor } from "../support/programs.ts";
 
@@ -43,6 +43,7 @@ const backends: { name: string; open(): Promise<Cluster> }[] = [
       await moto(); // the agent's value provider still talks to (moto's) SSM
       const tmp = await Deno.makeTempDir({ prefix: "podmin-spine-" });
       const url = `file://${tmp}/bucket`;
+      await createBucket(url);
       return {
         url,
         store: openStore(url),
