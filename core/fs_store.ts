@@ -23,6 +23,7 @@ import {
   StoreError,
   UsageError,
 } from "./errors.ts";
+import { checkSize } from "./limits.ts";
 import type {
   ByteRange,
   GetResult,
@@ -112,12 +113,18 @@ export class FsStore implements ObjectStore {
     }
   }
 
-  async get(key: string, options: { ifNoneMatch?: string } = {}): Promise<GetResult> {
+  async get(
+    key: string,
+    options: { ifNoneMatch?: string; maxBytes?: number } = {},
+  ): Promise<GetResult> {
     const file = await this.#open(key);
     try {
       const { trailer, bodySize } = await readTrailer(file, key);
       if (options.ifNoneMatch !== undefined && options.ifNoneMatch === trailer.etag) {
         return { notModified: true, etag: trailer.etag };
+      }
+      if (options.maxBytes !== undefined) {
+        checkSize({ what: `${this.url}: ${key}`, size: bodySize, limit: options.maxBytes });
       }
       const body = new Uint8Array(bodySize);
       await file.seek(0, Deno.SeekMode.Start);

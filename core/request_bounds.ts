@@ -8,6 +8,7 @@
 
 import { parseDuration } from "./duration.ts";
 import { UnavailableError } from "./errors.ts";
+import { checkSize } from "./limits.ts";
 
 /** Default per-attempt bound: 30 s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
@@ -87,16 +88,23 @@ export function idleBounded(
   }, { highWaterMark: 0 });
 }
 
-/** Reads a whole body, each read bounded by `idleMs`. */
+/**
+ * Reads a whole body, each read bounded by `idleMs`; with `maxBytes`, a body that grows past it
+ * fails with `TooLargeError` (naming `what`) once it does, whatever its declared length.
+ */
 export async function readAllBounded(
   body: ReadableStream<Uint8Array>,
-  options: { idleMs: number; onIdle: () => Error },
+  options: { idleMs: number; onIdle: () => Error; maxBytes?: number; what?: string },
 ): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of idleBounded(body, options)) {
+  const stream = idleBounded(body, options);
+  for await (const chunk of stream) {
     chunks.push(chunk);
     size += chunk.byteLength;
+    if (options.maxBytes !== undefined) {
+      checkSize({ what: options.what ?? "the body", size, limit: options.maxBytes });
+    }
   }
   const out = new Uint8Array(size);
   let off = 0;

@@ -19,6 +19,7 @@ import {
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import { Sha256Counter } from "./digest.ts";
+import { checkSize, TooLargeError } from "./limits.ts";
 import {
   DigestMismatchError,
   NotFoundError,
@@ -92,16 +93,31 @@ export class S3Store implements ObjectStore {
     });
   }
 
-  async get(key: string, options: { ifNoneMatch?: string } = {}): Promise<GetResult> {
+  async get(
+    key: string,
+    options: { ifNoneMatch?: string; maxBytes?: number } = {},
+  ): Promise<GetResult> {
     return await this.#retrying(key, async () => {
       try {
         const out = await this.client.send(
           new GetObjectCommand({ Bucket: this.bucket, Key: key, IfNoneMatch: options.ifNoneMatch }),
         );
-        const body = await readAllBounded(
-          out.Body!.transformToWebStream() as ReadableStream<Uint8Array>,
-          { idleMs: this.#timeoutMs, onIdle: () => this.#stalled(key) },
-        );
+        const stream = out.Body!.transformToWebStream() as ReadableStream<Uint8Array>;
+        if (options.maxBytes !== undefined) {
+          const what = `${this.url}: ${key}`;
+          try {
+            checkSize({ what, size: out.ContentLength ?? 0, limit: options.maxBytes });
+          } catch (err) {
+            await stream.cancel().catch(() => {});
+            throw err;
+          }
+        }
+        const body = await readAllBounded(stream, {
+          idleMs: this.#timeoutMs,
+          onIdle: () => this.#stalled(key),
+          maxBytes: options.maxBytes,
+          what: `${this.url}: ${key}`,
+        });
         return {
           notModified: false as const,
           body,
@@ -314,6 +330,7 @@ export class S3Store implements ObjectStore {
       try {
         return await op();
       } catch (err) {
+        if (err instanceof TooLargeError) throw err; // ours, from a size check: not retried
         throw this.#classify(err, key);
       }
     }, { policy: this.#retry });

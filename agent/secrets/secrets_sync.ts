@@ -6,6 +6,7 @@
  */
 
 import * as path from "node:path";
+import { checkSize, LIMITS } from "../../core/limits.ts";
 import type { Logger } from "../../core/log.ts";
 import { valueName } from "../../core/provider_names.ts";
 import type { Deployment } from "../../core/resources.ts";
@@ -109,6 +110,14 @@ export class SecretsSync {
               valueName({ cluster: this.#options.cluster, namespace, podName: name, key: s.key }),
             )
           ),
+        );
+        secrets.forEach((s, i) =>
+          checkSize({
+            what: `value ${s.key} (${s.from})`,
+            size: fetched[i].byteLength,
+            limit: LIMITS.valueBytes,
+            hint: "store large data elsewhere (an image, an S3 object) and keep values small",
+          })
         );
         const values = new Map(secrets.map((s, i) => [s.key, fetched[i]]));
         if (await writeGeneration(dir, values)) {

@@ -27,15 +27,16 @@ const DIR_MODE = 0o755;
 const FILE_MODE = 0o444;
 
 /**
- * Makes sure `dir` is a real directory (creating it when absent) with mode 0755; throws
- * `UnexpectedEntryError` for a symlink or any other kind of entry.
+ * Makes sure `dir` is a real directory (with `create`, creating it when absent; else false when
+ * absent) with mode 0755; throws `UnexpectedEntryError` for a symlink or any other kind of entry.
  */
-async function ensureRealDir(dir: string): Promise<void> {
+async function ensureRealDir(dir: string, options: { create: boolean }): Promise<boolean> {
   let st: Deno.FileInfo;
   try {
     st = await Deno.lstat(dir);
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
+    if (!options.create) return false;
     await Deno.mkdir(dir, { mode: DIR_MODE });
     st = await Deno.lstat(dir);
   }
@@ -46,6 +47,7 @@ async function ensureRealDir(dir: string): Promise<void> {
     );
   }
   if ((st.mode! & 0o7777) !== DIR_MODE) await Deno.chmod(dir, DIR_MODE);
+  return true;
 }
 
 /** Reads the current generation's values, or undefined when there is none. */
@@ -89,7 +91,7 @@ export async function writeGeneration(
   dir: string,
   values: Map<string, Uint8Array>,
 ): Promise<boolean> {
-  await ensureRealDir(dir);
+  await ensureRealDir(dir, { create: true });
   const current = await readGeneration(dir);
   if (current && sameValues(current, values)) {
     await repairLayout(dir);
@@ -120,12 +122,7 @@ export async function writeGeneration(
  */
 export async function repairLayout(dir: string): Promise<string[]> {
   const repaired: string[] = [];
-  try {
-    await ensureRealDir(dir);
-  } catch (err) {
-    if (err instanceof UnexpectedEntryError) throw err;
-    return repaired;
-  }
+  if (!await ensureRealDir(dir, { create: false })) return repaired;
   let gen: string;
   try {
     gen = path.basename(await Deno.readLink(path.join(dir, "..data")));

@@ -182,3 +182,29 @@ Deno.test("secrets loop [moto]: every pass enforces the values dir mode and repa
     await Deno.remove(tmp, { recursive: true });
   }
 });
+
+Deno.test("secrets loop [moto]: a value over the 64 KiB limit is refused and not written", async () => {
+  const m = await moto();
+  await m.reset();
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-secrets-" });
+  try {
+    await putParameter("/test/default/web/db-password", "v1");
+    await putSecret("/test/default/web/api-token", "t".repeat(100 * 1024));
+    const sync = new SecretsSync({
+      cluster: "test",
+      secretsDir: path.join(tmp, "secrets"),
+      provider: new AwsValueProvider({ region: "us-east-1" }),
+      refreshMs: 0,
+      log: silentLogger,
+    });
+    const r = await sync.sync([web as Deployment]);
+    assert.ok(!r.ready.has("default/web"));
+    assert.match(
+      r.errors.join("\n"),
+      /value api-token \(secretsmanager\) is 100 KiB, over the limit of 64 KiB/,
+    );
+    await assert.rejects(Deno.stat(path.join(tmp, "secrets", "default_web")), Deno.errors.NotFound);
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
