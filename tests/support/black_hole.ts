@@ -4,8 +4,11 @@
  * then stalls (`stall-body`). Connections are held until `close()`.
  */
 
-/** How the peer misbehaves. */
-export type BlackHoleMode = "black-hole" | "stall-body";
+/**
+ * How the peer misbehaves: never answer, stall mid-body, or alternate between closing a
+ * connection at once and answering 503 (so errors alternate from one request to the next).
+ */
+export type BlackHoleMode = "black-hole" | "stall-body" | "alternate";
 
 /** A running peer. */
 export interface BlackHole {
@@ -26,6 +29,10 @@ export function blackHole(mode: BlackHoleMode = "black-hole"): BlackHole {
       accepted++;
       conns.push(conn);
       if (mode === "stall-body") stallBody(conn);
+      if (mode === "alternate") {
+        if (accepted % 2) conn.close();
+        else answer503(conn);
+      }
       // black-hole: read nothing, write nothing, keep the connection open.
     }
   })().catch(() => {});
@@ -43,6 +50,25 @@ export function blackHole(mode: BlackHoleMode = "black-hole"): BlackHole {
       }
     },
   };
+}
+
+/** Reads the request head, answers 503 and closes the connection. */
+async function answer503(conn: Deno.Conn): Promise<void> {
+  const buf = new Uint8Array(64 * 1024);
+  try {
+    let head = "";
+    while (!head.includes("\r\n\r\n")) {
+      const n = await conn.read(buf);
+      if (n === null) return;
+      head += new TextDecoder().decode(buf.subarray(0, n));
+    }
+    await conn.write(
+      new TextEncoder().encode(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+      ),
+    );
+    conn.close();
+  } catch { /* closed by the client */ }
 }
 
 /** Reads the request head, answers a 200 with 10 of 1,000 promised bytes, then stalls. */
