@@ -10,6 +10,7 @@ import { posix } from "node:path";
 import { ValidationError } from "./errors.ts";
 import { DEFAULT_NAMESPACE, isDnsLabel } from "./names.ts";
 import { compareCodeUnits } from "./canonical_json.ts";
+import { baselineViolations, POD_SECURITY_LEVELS } from "./pod_security.ts";
 
 /** The only apiVersion this release reads and writes. */
 export const API_VERSION = "podmin.dev/v1";
@@ -43,6 +44,8 @@ export interface Deployment {
   spec: {
     nodeGroup: string;
     secrets?: SecretRef[];
+    /** `privileged` opts out of the baseline Pod security level (absent: baseline). */
+    podSecurity?: "privileged";
     template: {
       metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
       spec: PodSpec;
@@ -388,8 +391,12 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
     Object.fromEntries(
       Object.entries(spec).filter(([k]) => !["replicas", "selector", "strategy"].includes(k)),
     ),
-    ["nodeGroup", "secrets", "template"],
+    ["nodeGroup", "secrets", "podSecurity", "template"],
   );
+  const podSecurity = spec.podSecurity ?? "baseline";
+  if (!(POD_SECURITY_LEVELS as readonly unknown[]).includes(podSecurity)) {
+    p.add("spec.podSecurity", `one of ${POD_SECURITY_LEVELS.join(", ")} (default baseline)`);
+  }
   if (!isDnsLabel(spec.nodeGroup)) {
     p.add("spec.nodeGroup", "required; the NodeGroup name (a DNS label)");
   }
@@ -442,6 +449,15 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
       }
     }
     podSpec = checkPodSpec(p, "spec.template.spec", template.spec);
+    if (podSecurity !== "privileged") {
+      for (const v of baselineViolations(template.spec)) {
+        p.add(
+          `spec.template.spec.${v.field}`,
+          `grants ${v.grants}: not allowed at the baseline Pod security level ` +
+            "(set spec.podSecurity: privileged to opt out for this Deployment)",
+        );
+      }
+    }
   }
   return {
     apiVersion: API_VERSION,
@@ -450,6 +466,8 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
     spec: {
       nodeGroup: String(spec.nodeGroup ?? ""),
       ...(secrets && secrets.length ? { secrets } : {}),
+      // The default (baseline) is not written, so specs that never opted out keep their digest.
+      ...(podSecurity === "privileged" ? { podSecurity: "privileged" as const } : {}),
       template: {
         ...templateMetadata(templateLabels, templateAnnotations),
         spec: podSpec,
