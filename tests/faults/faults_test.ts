@@ -1,0 +1,14 @@
+/** The fault campaign's bounded subset in the test suite: every attack, fewer cases, a fixed seed. */
+
+import assert from "node:assert/strict";
+import { bucketObjectFuzz, resourceFuzz } from "./input_fuzz.ts";
+import { registryFuzz } from "./registry_fuzz.ts";
+
+for (const attack of [registryFuzz, resourceFuzz, bucketObjectFuzz]) {
+  Deno.test(`faults: ${attack.name} (bounded subset)`, async () => {
+    const report = await attack.run({ cases: 1_500, seed: 12, deadline: Date.now() + 60_000 });
+    console.log(`  ${attack.name}: tried ${report.tried} in ${report.ms} ms`);
+    assert.ok(report.tried >= 500, `only ${report.tried} cases ran`);
+    assert.deepEqual(report.findings, []);
+  });
+}
