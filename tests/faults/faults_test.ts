@@ -2,6 +2,7 @@
 
 import assert from "node:assert/strict";
 import { bucketObjectFuzz, resourceFuzz } from "./input_fuzz.ts";
+import { outageAttack } from "./outage.ts";
 import { registryFuzz } from "./registry_fuzz.ts";
 
 for (const attack of [registryFuzz, resourceFuzz, bucketObjectFuzz]) {
@@ -12,3 +13,10 @@ for (const attack of [registryFuzz, resourceFuzz, bucketObjectFuzz]) {
     assert.deepEqual(report.findings, []);
   });
 }
+
+Deno.test("faults: bucket-outages (3 s each of refuse, reset, black-hole)", async () => {
+  const attack = outageAttack(3_000);
+  const report = await attack.run({ cases: 3, seed: 12, deadline: Date.now() + 240_000 });
+  assert.equal(report.tried, 3);
+  assert.deepEqual(report.findings, []);
+});
