@@ -1,6 +1,6 @@
 /** `podmin-agent registry`: the loopback registry alone (the agent's `run` also hosts it). */
 
-import { bucketUrl, type Command, stringFlag } from "../core/cli_kit.ts";
+import { booleanFlag, bucketUrl, type Command, stringFlag } from "../core/cli_kit.ts";
 import { createLogger } from "../core/log.ts";
 import { openStore } from "../core/store_url.ts";
 import { REGISTRY_LISTEN } from "../registry/defaults.ts";
@@ -16,10 +16,17 @@ Serves the pull side of the OCI distribution API for apps/ and mirror/
 repositories straight from the bucket. Every write and listing is refused.
 
 Flags:
-  --listen HOST:PORT   address to serve on (default ${REGISTRY_LISTEN}, loopback)`,
-  options: { listen: { type: "string", default: REGISTRY_LISTEN } },
+  --listen HOST:PORT     address to serve on (default ${REGISTRY_LISTEN}); loopback only
+  --allow-non-loopback   serve on a non-loopback --listen address: the registry has no
+                         authentication, so only where a firewall restricts its clients`,
+  options: {
+    listen: { type: "string", default: REGISTRY_LISTEN },
+    "allow-non-loopback": { type: "boolean", default: false },
+  },
   async run(ctx) {
-    const { hostname, port } = parseListen(stringFlag(ctx, "listen") ?? REGISTRY_LISTEN);
+    const { hostname, port } = parseListen(stringFlag(ctx, "listen") ?? REGISTRY_LISTEN, {
+      allowNonLoopback: booleanFlag(ctx, "allow-non-loopback"),
+    });
     const store = openStore(bucketUrl(ctx), { region: stringFlag(ctx, "region") });
     const log = createLogger("registry");
     const abort = new AbortController();

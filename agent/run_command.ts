@@ -35,6 +35,12 @@ export const DEFAULTS = {
 
 const MAX_BACKOFF_MS = 30_000;
 
+/**
+ * The agent's store makes one attempt per operation: its loop is the retry (backoff with jitter),
+ * so an outage reaches the status file within one request bound (spec §2.3, §7).
+ */
+const AGENT_RETRY = { attempts: 1, baseMs: 100, maxMs: 2000 } as const;
+
 const run: Command = {
   name: "run",
   summary: "converge this node to the cluster bucket (the systemd service)",
@@ -57,7 +63,10 @@ Flags:
   --provider aws            cloud provider (only aws)
   --ipv6-prefix PREFIX      the node's delegated Pod prefix (used by the dataplane)
   --registry-listen ADDR    serve the loopback registry here (default ${REGISTRY_LISTEN});
-                            "off" disables it; not started with --once
+                            "off" disables it; not started with --once; loopback only
+  --registry-allow-non-loopback
+                            allow a non-loopback --registry-listen (no authentication:
+                            only where a firewall restricts who reaches it)
 
 Example:
   podmin-agent run --bucket s3://my-cluster --cluster prod --nodegroup workers --once`,
@@ -74,11 +83,12 @@ Example:
     provider: { type: "string", default: "aws" },
     "ipv6-prefix": { type: "string" },
     "registry-listen": { type: "string", default: REGISTRY_LISTEN },
+    "registry-allow-non-loopback": { type: "boolean", default: false },
   },
   async run(ctx) {
     const f = runFlags(ctx);
     const { cluster, nodeGroup, intervalMs, region, stateDir } = f;
-    const store = openStore(bucketUrl(ctx), { region });
+    const store = openStore(bucketUrl(ctx), { region, retry: AGENT_RETRY });
     const log = createLogger("agent");
     const deployments = new DeploymentsLoop({
       store,
@@ -137,6 +147,15 @@ function runFlags(ctx: CommandContext) {
     });
   }
   const secretsInterval = stringFlag(ctx, "secrets-interval") ?? DEFAULTS.secretsInterval;
+  const registryListen = stringFlag(ctx, "registry-listen") ?? REGISTRY_LISTEN;
+  // Checked here, so a refused address fails the command instead of being only logged.
+  if (registryListen !== "off") {
+    parseListen(registryListen, {
+      allowNonLoopback: booleanFlag(ctx, "registry-allow-non-loopback"),
+      flag: "--registry-listen",
+      allowFlag: "--registry-allow-non-loopback",
+    });
+  }
   return {
     cluster,
     nodeGroup,
@@ -148,7 +167,7 @@ function runFlags(ctx: CommandContext) {
     stateDir: stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir,
     secretsIntervalMs: parseDuration(secretsInterval, "--secrets-interval"),
     once: booleanFlag(ctx, "once"),
-    registryListen: stringFlag(ctx, "registry-listen") ?? REGISTRY_LISTEN,
+    registryListen,
   };
 }
 
@@ -177,7 +196,7 @@ function hostRegistry(options: {
   signal: AbortSignal;
   log: Logger;
 }): void {
-  const { hostname, port } = parseListen(options.listen);
+  const { hostname, port } = parseListen(options.listen, { allowNonLoopback: true }); // checked
   try {
     serveRegistry({
       reader: new ImageReader({ store: options.store }),

@@ -19,6 +19,9 @@ deno run --allow-all cli/main.ts setup --cluster demo --region us-east-1 --vpc-c
   --dry-run --out "$dir/plan"
 ls -l "$dir/plan" "$dir/plan/user-data"
 echo
+echo "== podmin create-bucket   (a filesystem bucket: $bucket)"
+podmin create-bucket
+echo
 echo "== podmin apply -f docs/examples/hello.yaml   (bucket: $bucket)"
 podmin apply -f docs/examples/hello.yaml
 echo

@@ -13,6 +13,8 @@ import { sortKeys } from "../core/canonical_json.ts";
 import { readDeploymentIndex } from "../core/deployment_index.ts";
 import { UsageError } from "../core/errors.ts";
 import { checkNamespace, checkObjectName, DEFAULT_NAMESPACE } from "../core/names.ts";
+import { baselineViolations } from "../core/pod_security.ts";
+import { resourceRef } from "../core/resources.ts";
 import { readServiceIndex } from "../core/service_index.ts";
 import { readSpec } from "../core/spec_objects.ts";
 import { openStore } from "../core/store_url.ts";
@@ -55,6 +57,16 @@ Example:
   },
   async run(ctx) {
     const loaded = await loadResourceFiles(stringsFlag(ctx, "filename"));
+    for (const { resource } of loaded) {
+      if (resource.kind !== "Deployment" || resource.spec.podSecurity !== "privileged") continue;
+      const grants = baselineViolations(resource.spec.template.spec);
+      ctx.err(
+        `deployment ${resourceRef(resource)}: spec.podSecurity: privileged opts out of the ` +
+          "baseline Pod security level" +
+          (grants.length ? "; it grants:" : " (its template needs nothing beyond it)"),
+      );
+      for (const g of grants) ctx.err(`  ${g.field}: ${g.grants}`);
+    }
     const changes = await applyResources({
       store: storeOf(ctx),
       resources: loaded.map((l) => l.resource),

@@ -2,6 +2,7 @@
 
 import type { Command, Program } from "../core/cli_kit.ts";
 import { VERSION } from "../core/version.ts";
+import { bucketCommands } from "./bucket_command.ts";
 import { deployCommands } from "./deploy_commands.ts";
 import { imageCommands } from "./image_commands.ts";
 import { localCommands } from "./local/local_command.ts";
@@ -30,6 +31,7 @@ export function programOf(): Program {
       ...setupCommands(),
       ...teardownCommands(),
       ...localCommands,
+      ...bucketCommands,
       version,
     ],
   };

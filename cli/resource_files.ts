@@ -2,7 +2,9 @@
 
 import { parseAllDocuments } from "yaml";
 import { UsageError, ValidationError } from "../core/errors.ts";
+import { checkSize, LIMITS } from "../core/limits.ts";
 import { parseResource, type Resource, resourceRef } from "../core/resources.ts";
+import { encodeSpec } from "../core/spec_objects.ts";
 
 /** A resource and where it came from. */
 export interface LoadedResource {
@@ -22,10 +24,24 @@ export function parseResourceText(text: string, name: string): LoadedResource[] 
       problems.push(`${where}: ${doc.errors.map((e) => e.message.split("\n")[0]).join("; ")}`);
       return;
     }
-    const value = doc.toJS({ maxAliasCount: 50 });
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: 50 });
+    } catch (err) {
+      // e.g. "Excessive alias count indicates a resource exhaustion attack" (an alias bomb).
+      problems.push(`${where}: cannot expand the YAML: ${(err as Error).message}`);
+      return;
+    }
     if (value === null || value === undefined) return; // empty document
     try {
-      out.push({ resource: parseResource(value, where), where });
+      const resource = parseResource(value, where);
+      checkSize({
+        what: `${where}: ${resource.kind} ${resourceRef(resource)} (canonical JSON)`,
+        size: encodeSpec(resource).bytes.byteLength,
+        limit: LIMITS.resourceBytes,
+        hint: "keep large data out of resources: images carry files, spec.secrets carries values",
+      });
+      out.push({ resource, where });
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
       problems.push(err.message);
@@ -39,6 +55,25 @@ export function parseResourceText(text: string, name: string): LoadedResource[] 
   return out;
 }
 
+/** Reads a resource file (`-` is stdin), refusing one over `LIMITS.resourceFileBytes` unread. */
+async function readBounded(file: string): Promise<string> {
+  const limit = LIMITS.resourceFileBytes;
+  const hint = "split the resources over several files, and keep large data out of them";
+  if (file !== "-") {
+    const { size } = await Deno.stat(file);
+    checkSize({ what: `resource file ${file}`, size, limit, hint });
+    return await Deno.readTextFile(file);
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of Deno.stdin.readable) {
+    size += chunk.byteLength;
+    checkSize({ what: "standard input", size, limit, hint });
+    chunks.push(chunk);
+  }
+  return new TextDecoder().decode(await new Blob(chunks as Uint8Array<ArrayBuffer>[]).bytes());
+}
+
 /** Reads and validates every file (`-` is standard input); rejects duplicates across files. */
 export async function loadResourceFiles(files: string[]): Promise<LoadedResource[]> {
   if (files.length === 0) {
@@ -50,10 +85,9 @@ export async function loadResourceFiles(files: string[]): Promise<LoadedResource
   for (const file of files) {
     let text: string;
     try {
-      text = file === "-"
-        ? await new Response(Deno.stdin.readable).text()
-        : await Deno.readTextFile(file);
+      text = await readBounded(file);
     } catch (err) {
+      if (err instanceof ValidationError) throw err;
       throw new UsageError(`cannot read ${file}: ${(err as Error).message}`, {
         hint: "check the path passed with -f",
       });

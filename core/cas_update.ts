@@ -19,6 +19,8 @@ export interface CasObject<T> {
   /** The value when the object is absent. */
   empty(): T;
   contentType?: string;
+  /** Ceiling of the stored bytes read back (`LIMITS`); larger is a `TooLargeError`. */
+  maxBytes?: number;
 }
 
 /** Options of `casUpdate`. */
@@ -45,7 +47,7 @@ export async function casUpdate<T>(options: CasUpdateOptions<T>): Promise<CasRes
   const { object } = options;
   const attempts = options.attempts ?? 20;
   for (let attempt = 0; attempt < attempts; attempt++) {
-    const current = await getIfExists(options.store, object.key);
+    const current = await getIfExists(options.store, object.key, { maxBytes: object.maxBytes });
     const value = current ? object.parse(current.body) : object.empty();
     const next = options.mutate(value);
     if (next === undefined) return { value, written: false, conflicts: attempt };

@@ -10,6 +10,7 @@ import { API_VERSION } from "./resources.ts";
 import { NotFoundError, ValidationError } from "./errors.ts";
 import { isDnsLabel } from "./names.ts";
 import { compareCodeUnits } from "./canonical_json.ts";
+import { LIMITS } from "./limits.ts";
 import { getIfExists, type ObjectStore } from "./object_store.ts";
 
 /** One Deployment in the index. */
@@ -96,11 +97,12 @@ export const DEPLOYMENT_INDEX_OBJECT: CasObject<DeploymentIndex> = {
   serialize: serializeDeploymentIndex,
   empty: emptyDeploymentIndex,
   contentType: "application/json",
+  maxBytes: LIMITS.indexBytes,
 };
 
 /** Reads the deployment index (empty when absent). */
 export async function readDeploymentIndex(store: ObjectStore): Promise<DeploymentIndex> {
-  const got = await getIfExists(store, DEPLOYMENT_INDEX);
+  const got = await getIfExists(store, DEPLOYMENT_INDEX, { maxBytes: LIMITS.indexBytes });
   return got ? parseDeploymentIndex(got.body) : emptyDeploymentIndex();
 }
 
@@ -123,7 +125,10 @@ export async function pollDeploymentIndex(
   etag: string | undefined,
 ): Promise<DeploymentIndexPoll> {
   try {
-    const res = await store.get(DEPLOYMENT_INDEX, { ifNoneMatch: etag });
+    const res = await store.get(DEPLOYMENT_INDEX, {
+      ifNoneMatch: etag,
+      maxBytes: LIMITS.indexBytes,
+    });
     if (res.notModified) return { state: "unchanged" };
     try {
       return { state: "changed", etag: res.info.etag, index: parseDeploymentIndex(res.body) };

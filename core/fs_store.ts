@@ -23,6 +23,7 @@ import {
   StoreError,
   UsageError,
 } from "./errors.ts";
+import { checkSize } from "./limits.ts";
 import type {
   ByteRange,
   GetResult,
@@ -46,10 +47,35 @@ interface Trailer {
   lastModified: string;
 }
 
+/**
+ * Creates the filesystem bucket at `root` (the one explicit way; `podmin create-bucket`, `podmin
+ * local up` and the demo use it). Idempotent; returns false when it existed already.
+ */
+export async function createFsBucket(root: string): Promise<boolean> {
+  const objects = path.join(path.resolve(root), "objects");
+  let existed = false;
+  try {
+    existed = (await Deno.stat(objects)).isDirectory;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw fsError(err);
+  }
+  for (const d of ["objects", ".tmp", ".locks"]) {
+    await Deno.mkdir(path.join(root, d), { recursive: true }).catch((err) => {
+      throw fsError(err);
+    });
+  }
+  return !existed;
+}
+
 /** Options of `FsStore`. */
 export interface FsStoreOptions {
-  /** Root directory; created when missing. */
+  /** Root directory; created on the first write unless `mustExist`. */
   root: string;
+  /**
+   * The bucket must have been created (`createFsBucket`): every operation on a missing one
+   * fails with "bucket … does not exist", as on S3. `openStore` sets it for operator URLs.
+   */
+  mustExist?: boolean;
   /** fsync files and directories before a write returns (default true). */
   durable?: boolean;
 }
@@ -59,20 +85,46 @@ export class FsStore implements ObjectStore {
   readonly url: string;
   readonly root: string;
   readonly #durable: boolean;
+  readonly #mustExist: boolean;
+  #exists = false;
   #ready?: Promise<void>;
 
   constructor(options: FsStoreOptions) {
     this.root = path.resolve(options.root);
     this.url = `file://${this.root}`;
     this.#durable = options.durable ?? true;
+    this.#mustExist = options.mustExist ?? false;
   }
 
-  async get(key: string, options: { ifNoneMatch?: string } = {}): Promise<GetResult> {
+  /** With `mustExist`: throws `PermanentStoreError` when the bucket was never created. */
+  async #checkExists(): Promise<void> {
+    if (!this.#mustExist || this.#exists) return;
+    try {
+      this.#exists = (await Deno.stat(path.join(this.root, "objects"))).isDirectory;
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory)) {
+        throw fsError(err);
+      }
+    }
+    if (!this.#exists) {
+      throw new PermanentStoreError(`bucket ${this.url} does not exist`, {
+        hint: `check --bucket, or create it with \`podmin --bucket ${this.url} create-bucket\``,
+      });
+    }
+  }
+
+  async get(
+    key: string,
+    options: { ifNoneMatch?: string; maxBytes?: number } = {},
+  ): Promise<GetResult> {
     const file = await this.#open(key);
     try {
       const { trailer, bodySize } = await readTrailer(file, key);
       if (options.ifNoneMatch !== undefined && options.ifNoneMatch === trailer.etag) {
         return { notModified: true, etag: trailer.etag };
+      }
+      if (options.maxBytes !== undefined) {
+        checkSize({ what: `${this.url}: ${key}`, size: bodySize, limit: options.maxBytes });
       }
       const body = new Uint8Array(bodySize);
       await file.seek(0, Deno.SeekMode.Start);
@@ -207,6 +259,7 @@ export class FsStore implements ObjectStore {
   }
 
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    await this.#checkExists();
     // Walk from the deepest directory the prefix names completely.
     const parts = prefix.split("/");
     const dirSegments = parts.slice(0, -1);
@@ -257,6 +310,7 @@ export class FsStore implements ObjectStore {
       return await Deno.open(p, { read: true });
     } catch (err) {
       if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) {
+        await this.#checkExists(); // a missing bucket is not a missing key
         throw new NotFoundError(`${key} not found in ${this.url}`, { key });
       }
       throw fsError(err, key);
@@ -279,6 +333,7 @@ export class FsStore implements ObjectStore {
   }
 
   async #ensureReady(): Promise<void> {
+    await this.#checkExists();
     this.#ready ??= (async () => {
       for (const d of ["objects", ".tmp", ".locks"]) {
         await Deno.mkdir(path.join(this.root, d), { recursive: true });

@@ -72,9 +72,10 @@ export interface ObjectStore {
   /**
    * Reads a whole object. With `ifNoneMatch` set to the ETag the caller holds,
    * an unchanged object yields `{ notModified: true }` without a body.
-   * Throws `NotFoundError` when absent.
+   * Throws `NotFoundError` when absent; with `maxBytes`, `TooLargeError` for a larger object,
+   * before its body is read.
    */
-  get(key: string, options?: { ifNoneMatch?: string }): Promise<GetResult>;
+  get(key: string, options?: { ifNoneMatch?: string; maxBytes?: number }): Promise<GetResult>;
 
   /** Metadata only. Throws `NotFoundError` when absent. */
   head(key: string): Promise<ObjectInfo>;
@@ -126,13 +127,14 @@ export function putIfMatch(
   return store.put(write.key, write.body, { ifMatch: write.etag, contentType: write.contentType });
 }
 
-/** Reads a whole object, or `undefined` when it is absent. */
+/** Reads a whole object (at most `maxBytes` when given), or `undefined` when it is absent. */
 export async function getIfExists(
   store: ObjectStore,
   key: string,
+  options: { maxBytes?: number } = {},
 ): Promise<{ body: Uint8Array; info: ObjectInfo } | undefined> {
   try {
-    const res = await store.get(key);
+    const res = await store.get(key, options);
     if (res.notModified) throw new Error("unreachable: unconditional get returned not-modified");
     return { body: res.body, info: res.info };
   } catch (err) {

@@ -6,9 +6,11 @@
  */
 
 import type { Container, PodSpec, Volume } from "kubernetes-types/core/v1.d.ts";
+import { posix } from "node:path";
 import { ValidationError } from "./errors.ts";
 import { DEFAULT_NAMESPACE, isDnsLabel } from "./names.ts";
 import { compareCodeUnits } from "./canonical_json.ts";
+import { baselineViolations, POD_SECURITY_LEVELS } from "./pod_security.ts";
 
 /** The only apiVersion this release reads and writes. */
 export const API_VERSION = "podmin.dev/v1";
@@ -26,15 +28,28 @@ export interface SecretRef {
   from: "ssm" | "secretsmanager";
 }
 
+/** Metadata of an operator resource. */
+export interface ResourceMetadata {
+  name: string;
+  namespace: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
 /** A normalised Deployment. */
 export interface Deployment {
   apiVersion: typeof API_VERSION;
   kind: "Deployment";
-  metadata: { name: string; namespace: string; labels?: Record<string, string> };
+  metadata: ResourceMetadata;
   spec: {
     nodeGroup: string;
     secrets?: SecretRef[];
-    template: { metadata?: { labels?: Record<string, string> }; spec: PodSpec };
+    /** `privileged` opts out of the baseline Pod security level (absent: baseline). */
+    podSecurity?: "privileged";
+    template: {
+      metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+      spec: PodSpec;
+    };
   };
 }
 
@@ -50,7 +65,7 @@ export interface ServicePort {
 export interface Service {
   apiVersion: typeof API_VERSION;
   kind: "Service";
-  metadata: { name: string; namespace: string; labels?: Record<string, string> };
+  metadata: ResourceMetadata;
   spec: { selector: Record<string, string>; ports: ServicePort[] };
 }
 
@@ -143,6 +158,42 @@ function checkLabels(
   return v as Record<string, string>;
 }
 
+/** Reports keys with the reserved `podmin.dev/` prefix. */
+function checkUnreserved(p: Problems, path: string, map: Record<string, string> | undefined): void {
+  for (const k of Object.keys(map ?? {})) {
+    if (k.startsWith("podmin.dev/")) p.add(`${path}.${k}`, "the podmin.dev/ prefix is reserved");
+  }
+}
+
+function checkAnnotations(
+  p: Problems,
+  path: string,
+  v: unknown,
+): Record<string, string> | undefined {
+  if (v === undefined) return undefined;
+  if (!isObj(v)) {
+    p.add(path, "must be a map of strings");
+    return undefined;
+  }
+  for (const [k, val] of Object.entries(v)) {
+    if (!LABEL_KEY.test(k) || k.length > 317) p.add(`${path}.${k}`, "invalid annotation key");
+    if (typeof val !== "string") p.add(`${path}.${k}`, "annotation value must be a string");
+  }
+  checkUnreserved(p, path, v as Record<string, string>);
+  return v as Record<string, string>;
+}
+
+/** Paths Podmin mounts into containers; operator mounts there (or above) are refused. */
+const RESERVED_MOUNT_ROOTS = ["/var/run/secrets/podmin.dev", "/run/secrets/podmin.dev"];
+
+/** True when `mountPath`, normalized (`//`, `.`, `..`), is a reserved path or lies under one. */
+export function isReservedMountPath(mountPath: string): boolean {
+  const normalized = posix.normalize(mountPath.replace(/\/+/g, "/")).replace(/\/+$/, "") || "/";
+  return RESERVED_MOUNT_ROOTS.some((root) =>
+    normalized === root || normalized.startsWith(root + "/")
+  );
+}
+
 function checkMetadata(p: Problems, v: unknown): Deployment["metadata"] {
   if (!isObj(v)) {
     p.add("metadata", "required");
@@ -157,10 +208,13 @@ function checkMetadata(p: Problems, v: unknown): Deployment["metadata"] {
     p.add("metadata.namespace", "1-63 lower-case letters, digits and '-' (and never _system)");
   }
   const labels = checkLabels(p, "metadata.labels", v.labels);
+  checkUnreserved(p, "metadata.labels", labels);
+  const annotations = checkAnnotations(p, "metadata.annotations", v.annotations);
   return {
     name: String(v.name ?? ""),
     namespace: String(namespace),
     ...(labels && Object.keys(labels).length ? { labels } : {}),
+    ...(annotations && Object.keys(annotations).length ? { annotations } : {}),
   };
 }
 
@@ -180,10 +234,19 @@ function checkContainer(p: Problems, path: string, c: unknown, volumes: Set<stri
           return p.add(`${path}.env[${i}].name`, "required");
         }
         const from = e.valueFrom;
+        if (from === undefined) return;
         if (isObj(from) && ("secretKeyRef" in from || "configMapKeyRef" in from)) {
           p.add(
             `${path}.env[${i}].valueFrom`,
             "Secrets and ConfigMaps need an API server; declare spec.secrets",
+          );
+        } else if (
+          !isObj(from) || Object.keys(from).length !== 1 ||
+          !("fieldRef" in from || "resourceFieldRef" in from)
+        ) {
+          p.add(
+            `${path}.env[${i}].valueFrom`,
+            "exactly one source: fieldRef or resourceFieldRef (what a static Pod can resolve)",
           );
         }
       });
@@ -218,10 +281,10 @@ function checkContainer(p: Problems, path: string, c: unknown, volumes: Set<stri
         }
         if (typeof m.mountPath !== "string" || !m.mountPath.startsWith("/")) {
           p.add(`${path}.volumeMounts[${i}].mountPath`, "required; an absolute path");
-        } else if (m.mountPath.startsWith("/var/run/secrets/podmin.dev")) {
+        } else if (isReservedMountPath(m.mountPath)) {
           p.add(
             `${path}.volumeMounts[${i}].mountPath`,
-            "/var/run/secrets/podmin.dev is reserved for Podmin's mounts",
+            `${RESERVED_MOUNT_ROOTS.join(" and ")} are reserved for Podmin's mounts`,
           );
         }
       });
@@ -328,8 +391,12 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
     Object.fromEntries(
       Object.entries(spec).filter(([k]) => !["replicas", "selector", "strategy"].includes(k)),
     ),
-    ["nodeGroup", "secrets", "template"],
+    ["nodeGroup", "secrets", "podSecurity", "template"],
   );
+  const podSecurity = spec.podSecurity ?? "baseline";
+  if (!(POD_SECURITY_LEVELS as readonly unknown[]).includes(podSecurity)) {
+    p.add("spec.podSecurity", `one of ${POD_SECURITY_LEVELS.join(", ")} (default baseline)`);
+  }
   if (!isDnsLabel(spec.nodeGroup)) {
     p.add("spec.nodeGroup", "required; the NodeGroup name (a DNS label)");
   }
@@ -364,6 +431,7 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
   const template = spec.template;
   let podSpec: PodSpec = { containers: [] };
   let templateLabels: Record<string, string> | undefined;
+  let templateAnnotations: Record<string, string> | undefined;
   if (!isObj(template)) p.add("spec.template", "required");
   else {
     checkKeys(p, "spec.template", template, ["metadata", "spec"]);
@@ -372,14 +440,24 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
       else {
         checkKeys(p, "spec.template.metadata", template.metadata, ["labels", "annotations"]);
         templateLabels = checkLabels(p, "spec.template.metadata.labels", template.metadata.labels);
-        for (const k of Object.keys(templateLabels ?? {})) {
-          if (k.startsWith("podmin.dev/")) {
-            p.add(`spec.template.metadata.labels.${k}`, "the podmin.dev/ prefix is reserved");
-          }
-        }
+        checkUnreserved(p, "spec.template.metadata.labels", templateLabels);
+        templateAnnotations = checkAnnotations(
+          p,
+          "spec.template.metadata.annotations",
+          template.metadata.annotations,
+        );
       }
     }
     podSpec = checkPodSpec(p, "spec.template.spec", template.spec);
+    if (podSecurity !== "privileged") {
+      for (const v of baselineViolations(template.spec)) {
+        p.add(
+          `spec.template.spec.${v.field}`,
+          `grants ${v.grants}: not allowed at the baseline Pod security level ` +
+            "(set spec.podSecurity: privileged to opt out for this Deployment)",
+        );
+      }
+    }
   }
   return {
     apiVersion: API_VERSION,
@@ -388,14 +466,26 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
     spec: {
       nodeGroup: String(spec.nodeGroup ?? ""),
       ...(secrets && secrets.length ? { secrets } : {}),
+      // The default (baseline) is not written, so specs that never opted out keep their digest.
+      ...(podSecurity === "privileged" ? { podSecurity: "privileged" as const } : {}),
       template: {
-        ...(templateLabels && Object.keys(templateLabels).length
-          ? { metadata: { labels: templateLabels } }
-          : {}),
+        ...templateMetadata(templateLabels, templateAnnotations),
         spec: podSpec,
       },
     },
   };
+}
+
+/** The normalized template metadata: only non-empty maps, no empty object. */
+function templateMetadata(
+  labels: Record<string, string> | undefined,
+  annotations: Record<string, string> | undefined,
+): { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> } } {
+  const metadata = {
+    ...(labels && Object.keys(labels).length ? { labels } : {}),
+    ...(annotations && Object.keys(annotations).length ? { annotations } : {}),
+  };
+  return Object.keys(metadata).length ? { metadata } : {};
 }
 
 function checkService(p: Problems, doc: Obj): Service {

@@ -157,3 +157,86 @@ Deno.test("resources: the spec digest does not depend on the operator's locale",
   }
   assert.equal(new Set(digests).size, 1, digests.join(" "));
 });
+
+Deno.test("resources: reserved mount paths are matched after normalization", () => {
+  for (
+    const mountPath of [
+      "/var/run/secrets//podmin.dev/values",
+      "//var/run/secrets/podmin.dev/values",
+      "/var/run/./secrets/podmin.dev/values",
+      "/var/run/secrets/x/../podmin.dev/values",
+      "/var/run/secrets/podmin.dev/",
+      "/run/secrets/podmin.dev/values",
+    ]
+  ) {
+    assert.throws(
+      () =>
+        parseResource(deployment({
+          nodeGroup: "w",
+          template: {
+            spec: {
+              volumes: [{ name: "v", emptyDir: {} }],
+              containers: [{ name: "c", image: "i", volumeMounts: [{ name: "v", mountPath }] }],
+            },
+          },
+        })),
+      (e: Error) => /reserved for Podmin's mounts/.test(e.message),
+      mountPath,
+    );
+  }
+  // A sibling that only shares the prefix is not reserved.
+  parseResource(deployment({
+    nodeGroup: "w",
+    template: {
+      spec: {
+        volumes: [{ name: "v", emptyDir: {} }],
+        containers: [{
+          name: "c",
+          image: "i",
+          volumeMounts: [{ name: "v", mountPath: "/var/run/secrets/podmin.dev2" }],
+        }],
+      },
+    },
+  }));
+});
+
+Deno.test("resources: annotations are kept, podmin.dev/ keys refused, unknown env sources refused", () => {
+  const d = parseResource(deployment({
+    nodeGroup: "w",
+    template: {
+      metadata: { annotations: { "example.com/team": "web" } },
+      spec: template.spec,
+    },
+  }, { name: "web", annotations: { "example.com/owner": "ops", note: "free text: ok" } }));
+  assert.deepEqual(d.metadata.annotations, { "example.com/owner": "ops", note: "free text: ok" });
+  assert.ok(d.kind === "Deployment");
+  assert.deepEqual(d.spec.template.metadata?.annotations, { "example.com/team": "web" });
+
+  assert.throws(
+    () =>
+      parseResource(deployment({
+        nodeGroup: "w",
+        template: {
+          metadata: { annotations: { "podmin.dev/spec": "sha256:x" } },
+          spec: {
+            containers: [{
+              name: "c",
+              image: "i",
+              env: [
+                { name: "A", valueFrom: { vaultRef: { path: "x" } } },
+                { name: "B", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+              ],
+            }],
+          },
+        },
+      }, { name: "web", labels: { "podmin.dev/owner": "me" }, annotations: { x: 1 } })),
+    (e: Error) =>
+      /metadata\.labels\.podmin\.dev\/owner: the podmin.dev\/ prefix is reserved/.test(e.message) &&
+      /metadata\.annotations\.x: annotation value must be a string/.test(e.message) &&
+      /template\.metadata\.annotations\.podmin\.dev\/spec: the podmin.dev\/ prefix/.test(
+        e.message,
+      ) &&
+      /env\[0\]\.valueFrom: exactly one source/.test(e.message) &&
+      !/env\[1\]/.test(e.message),
+  );
+});

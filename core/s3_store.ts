@@ -19,6 +19,7 @@ import {
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import { Sha256Counter } from "./digest.ts";
+import { checkSize, TooLargeError } from "./limits.ts";
 import {
   DigestMismatchError,
   NotFoundError,
@@ -38,6 +39,14 @@ import type {
   PutStreamResult,
   StreamResult,
 } from "./object_store.ts";
+import {
+  awsRequestHandler,
+  idleBounded,
+  isTimeout,
+  readAllBounded,
+  requestTimeoutMs,
+  timeoutError,
+} from "./request_bounds.ts";
 import { DEFAULT_RETRY, type RetryPolicy, withRetry } from "./retry.ts";
 
 /** Multipart part size; S3's minimum for all but the last part is 5 MiB. */
@@ -51,7 +60,10 @@ export interface S3StoreOptions {
   /** Custom endpoint; defaults to `AWS_ENDPOINT_URL`, else AWS's dual-stack endpoint. */
   endpoint?: string;
   retry?: RetryPolicy;
-  /** Per-request timeout in milliseconds (default 30 s). */
+  /**
+   * Per-attempt bound in milliseconds, also the idle bound of a streamed body
+   * (default: `requestTimeoutMs()`, 30 s unless $PODMIN_REQUEST_TIMEOUT says otherwise).
+   */
   requestTimeoutMs?: number;
 }
 
@@ -61,29 +73,51 @@ export class S3Store implements ObjectStore {
   readonly bucket: string;
   readonly client: S3Client;
   readonly #retry: RetryPolicy;
+  readonly #timeoutMs: number;
+  readonly #endpoint: string;
 
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
     this.url = `s3://${options.bucket}`;
     this.#retry = options.retry ?? DEFAULT_RETRY;
     const endpoint = options.endpoint ?? Deno.env.get("AWS_ENDPOINT_URL") ?? undefined;
+    this.#timeoutMs = options.requestTimeoutMs ?? requestTimeoutMs();
+    this.#endpoint = endpoint ?? `S3 (${options.region})`;
     this.client = new S3Client({
       region: options.region,
       endpoint,
       forcePathStyle: endpoint !== undefined,
       useDualstackEndpoint: endpoint === undefined,
       maxAttempts: 1, // retries are ours: bounded, jittered, transient errors only
-      requestHandler: { requestTimeout: options.requestTimeoutMs ?? 30_000 },
+      requestHandler: awsRequestHandler(this.#timeoutMs),
     });
   }
 
-  async get(key: string, options: { ifNoneMatch?: string } = {}): Promise<GetResult> {
+  async get(
+    key: string,
+    options: { ifNoneMatch?: string; maxBytes?: number } = {},
+  ): Promise<GetResult> {
     return await this.#retrying(key, async () => {
       try {
         const out = await this.client.send(
           new GetObjectCommand({ Bucket: this.bucket, Key: key, IfNoneMatch: options.ifNoneMatch }),
         );
-        const body = await out.Body!.transformToByteArray();
+        const stream = out.Body!.transformToWebStream() as ReadableStream<Uint8Array>;
+        if (options.maxBytes !== undefined) {
+          const what = `${this.url}: ${key}`;
+          try {
+            checkSize({ what, size: out.ContentLength ?? 0, limit: options.maxBytes });
+          } catch (err) {
+            await stream.cancel().catch(() => {});
+            throw err;
+          }
+        }
+        const body = await readAllBounded(stream, {
+          idleMs: this.#timeoutMs,
+          onIdle: () => this.#stalled(key),
+          maxBytes: options.maxBytes,
+          what: `${this.url}: ${key}`,
+        });
         return {
           notModified: false as const,
           body,
@@ -178,7 +212,7 @@ export class S3Store implements ObjectStore {
       await this.client.send(
         new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }),
       ).catch(() => {});
-      throw err instanceof StoreError ? err : classify(err, { key, url: this.url });
+      throw err instanceof StoreError ? err : this.#classify(err, key);
     }
   }
 
@@ -252,7 +286,10 @@ export class S3Store implements ObjectStore {
           contentType: out.ContentType,
           lastModified: out.LastModified,
         },
-        body: out.Body!.transformToWebStream() as ReadableStream<Uint8Array>,
+        body: idleBounded(out.Body!.transformToWebStream() as ReadableStream<Uint8Array>, {
+          idleMs: this.#timeoutMs,
+          onIdle: () => this.#stalled(key),
+        }),
       };
     });
   }
@@ -293,9 +330,31 @@ export class S3Store implements ObjectStore {
       try {
         return await op();
       } catch (err) {
-        throw classify(err, { key, url: this.url });
+        if (err instanceof TooLargeError) throw err; // ours, from a size check: not retried
+        throw this.#classify(err, key);
       }
     }, { policy: this.#retry });
+  }
+
+  #classify(err: unknown, key: string): StoreError {
+    if (isTimeout(err)) {
+      return timeoutError({
+        endpoint: this.#endpoint,
+        timeoutMs: this.#timeoutMs,
+        what: `${this.url}: ${key}`,
+        key,
+        cause: err,
+      });
+    }
+    return classify(err, { key, url: this.url });
+  }
+
+  /** The error of a body that stopped delivering bytes. */
+  #stalled(key: string): StoreError {
+    return new UnavailableError(
+      `${this.url}: ${key}: the body from ${this.#endpoint} stalled for ${this.#timeoutMs} ms`,
+      { key, hint: "the endpoint stopped sending mid-object; check it and the network" },
+    );
   }
 }
 

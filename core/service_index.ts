@@ -19,6 +19,7 @@ import {
 import { isDnsLabel } from "./names.ts";
 import { API_VERSION } from "./resources.ts";
 import { compareCodeUnits } from "./canonical_json.ts";
+import { LIMITS } from "./limits.ts";
 import { getIfExists, type ObjectStore } from "./object_store.ts";
 
 /** The default Service range: a ULA /112 (65,536 VIPs). */
@@ -151,11 +152,12 @@ export function serviceIndexObject(serviceCIDR?: string): CasObject<ServiceIndex
     serialize: serializeServiceIndex,
     empty: () => emptyServiceIndex(serviceCIDR),
     contentType: "application/json",
+    maxBytes: LIMITS.indexBytes,
   };
 }
 
 /** Reads the service index, or undefined when absent. */
 export async function readServiceIndex(store: ObjectStore): Promise<ServiceIndex | undefined> {
-  const got = await getIfExists(store, SERVICE_INDEX);
+  const got = await getIfExists(store, SERVICE_INDEX, { maxBytes: LIMITS.indexBytes });
   return got ? parseServiceIndex(got.body) : undefined;
 }

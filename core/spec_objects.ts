@@ -8,6 +8,7 @@ import { deploymentSpecKey, serviceSpecKey } from "./bucket_layout.ts";
 import { contentAddress } from "./canonical_json.ts";
 import { sha256Hex } from "./digest.ts";
 import { NotFoundError, PodminError, PreconditionFailedError, ValidationError } from "./errors.ts";
+import { LIMITS } from "./limits.ts";
 import { getIfExists, type ObjectStore, putIfAbsent } from "./object_store.ts";
 import { type Deployment, parseResource, type Service } from "./resources.ts";
 import { sleep } from "./retry.ts";
@@ -91,7 +92,7 @@ export async function readSpec<K extends "Deployment" | "Service">(
   { kind, ref }: { kind: K; ref: string },
 ): Promise<K extends "Deployment" ? Deployment : Service> {
   const key = specKey(kind, ref);
-  const got = await getIfExists(store, key);
+  const got = await getIfExists(store, key, { maxBytes: LIMITS.specBytes });
   if (!got) throw new NotFoundError(`${key} is missing`, { key });
   return decodeSpec({ kind, ref, bytes: got.body });
 }

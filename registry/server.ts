@@ -7,7 +7,13 @@
 
 import { type ImageRepository, parseImageRepository } from "../core/bucket_layout.ts";
 import { isDigest } from "../core/digest.ts";
-import { NotFoundError, PodminError, UnavailableError, ValidationError } from "../core/errors.ts";
+import {
+  NotFoundError,
+  PodminError,
+  UnavailableError,
+  UsageError,
+  ValidationError,
+} from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { checkTag } from "../core/names.ts";
 import type { ByteRange } from "../core/object_store.ts";
@@ -59,8 +65,13 @@ export function createRegistryHandler(
   const { reader, log } = options;
   return async (req) => {
     const url = new URL(req.url);
-    const path = decodeURIComponent(url.pathname);
     const method = req.method;
+    let path: string;
+    try {
+      path = decodeURIComponent(url.pathname);
+    } catch {
+      return ociError(400, "NAME_INVALID", "malformed percent-escape in the path", API_HEADERS);
+    }
     try {
       if (path === "/v2/" || path === "/v2") {
         if (method !== "GET" && method !== "HEAD") return refused(method);
@@ -229,12 +240,39 @@ export function serveRegistry(options: ServeRegistryOptions): Deno.HttpServer<De
   }, createRegistryHandler(options));
 }
 
-/** Parses `HOST:PORT` (IPv6 as `[::1]:PORT`). */
-export function parseListen(text: string): { hostname: string; port: number } {
+/** True for a loopback address: 127.0.0.0/8, ::1 (or its long forms) and `localhost`. */
+export function isLoopback(hostname: string): boolean {
+  if (hostname === "localhost") return true;
+  if (/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)) return true;
+  return /^(0{0,4}:){2,7}0{0,3}1$/i.test(hostname) || hostname === "::1";
+}
+
+/**
+ * Parses `HOST:PORT` (IPv6 as `[::1]:PORT`). A non-loopback host is refused unless
+ * `allowNonLoopback`: the registry serves every image in the bucket without authentication.
+ */
+export function parseListen(
+  text: string,
+  options: { allowNonLoopback?: boolean; flag?: string; allowFlag?: string } = {},
+): { hostname: string; port: number } {
   const m = /^(?:\[([0-9a-fA-F:]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
   const port = m ? Number(m[3]) : NaN;
   if (!m || port < 0 || port > 65535) {
     throw new ValidationError(`invalid listen address ${JSON.stringify(text)}: expected HOST:PORT`);
   }
-  return { hostname: m[1] ?? m[2], port };
+  const hostname = m[1] ?? m[2];
+  if (!options.allowNonLoopback && !isLoopback(hostname)) {
+    const flag = options.flag ?? "--listen";
+    throw new UsageError(
+      `refusing to serve the registry on ${text}: not a loopback address. The registry answers ` +
+        `every pull of every image in the bucket without authentication, so it binds loopback ` +
+        `only (containerd on the same node is its only client)`,
+      {
+        hint: `use ${flag} 127.0.0.1:PORT, or pass ${
+          options.allowFlag ?? "--allow-non-loopback"
+        } if a firewall restricts who reaches ${text}`,
+      },
+    );
+  }
+  return { hostname, port };
 }

@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import { FsStore } from "../core/fs_store.ts";
-import { silentLogger } from "../core/log.ts";
+import { createLogger, silentLogger } from "../core/log.ts";
 import type { ObjectStore } from "../core/object_store.ts";
 import { writeOciLayout } from "../tests/support/oci_image.ts";
 import { ImageReader } from "./image_reader.ts";
 import { openImageSource } from "./image_source.ts";
 import { writeImage } from "./image_writer.ts";
-import { createRegistryHandler, parseRange } from "./server.ts";
+import { createRegistryHandler, parseListen, parseRange } from "./server.ts";
+import { UsageError } from "../core/errors.ts";
 
 /** Counts store calls by operation. */
 function counting(inner: ObjectStore) {
@@ -160,5 +161,44 @@ Deno.test("registry: a repeated pull makes no extra metadata requests (immutable
     assert.equal(second.filter((c) => c.startsWith("list")).length, 0);
   } finally {
     await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+Deno.test("registry: a malformed percent-escape is a 400 OCI error, not a 500 with a stack", async () => {
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-registry-escape-" });
+  try {
+    const lines: string[] = [];
+    const log = createLogger("registry", { sink: (line) => lines.push(line) });
+    const handler = createRegistryHandler({
+      reader: new ImageReader({ store: new FsStore({ root: tmp, durable: false }) }),
+      log,
+    });
+    for (const p of ["/v2/%zz", "/v2/apps/web%/manifests/1.0", "/v2/apps/web/blobs/%E0%A4%A"]) {
+      const res = await handler(new Request(`http://127.0.0.1${p}`));
+      assert.equal(res.status, 400, p);
+      assert.equal((await res.json()).errors[0].code, "NAME_INVALID");
+    }
+    assert.deepEqual(lines, []);
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+Deno.test("registry: parseListen refuses non-loopback addresses unless allowed, saying why", () => {
+  for (const ok of ["127.0.0.1:5000", "[::1]:5000", "localhost:5000", "127.0.0.53:1"]) {
+    parseListen(ok);
+  }
+  for (const bad of ["0.0.0.0:5000", "[::]:5000", "10.0.0.5:5000", "[2001:db8::1]:80"]) {
+    assert.throws(
+      () => parseListen(bad),
+      (err: Error) =>
+        err instanceof UsageError && /not a loopback address/.test(err.message) &&
+        /without authentication/.test(err.message),
+      bad,
+    );
+    assert.deepEqual(
+      parseListen(bad, { allowNonLoopback: true }).port,
+      Number(bad.split(":").pop()),
+    );
   }
 });

@@ -87,16 +87,26 @@ function parsePax(data: Uint8Array): Record<string, string> {
   return out;
 }
 
-/** Resolves an entry name inside `dest`, rejecting traversal. */
-export function safeJoin(dest: string, name: string): string {
-  const clean = name.replace(/^\.\/+/, "");
-  if (
-    clean === "" || path.isAbsolute(clean) || clean.split("/").includes("..") ||
-    clean.includes("\0")
-  ) {
+/**
+ * Resolves an entry name inside `dest`, rejecting traversal, absolute names and NUL. `./`
+ * prefixes and `.` segments are ordinary (`tar -C DIR -cf x.tar .` writes them); a name that
+ * resolves to the archive root itself is accepted only with `root: true` (a directory entry).
+ */
+export function safeJoin(dest: string, name: string, options: { root?: boolean } = {}): string {
+  const segments = name.split("/").filter((s) => s !== "" && s !== ".");
+  if (name === "" || name.startsWith("/") || segments.includes("..") || name.includes("\0")) {
     throw new ValidationError(`tar entry ${JSON.stringify(name)} escapes the archive`);
   }
-  return path.join(dest, clean);
+  if (segments.length === 0) {
+    if (options.root) return dest;
+    throw new ValidationError(`tar entry ${JSON.stringify(name)} names the archive root`);
+  }
+  return path.join(dest, ...segments);
+}
+
+/** The entry name as extracted: no `./` prefixes, `.` segments or trailing `/`. */
+function entryName(name: string): string {
+  return name.split("/").filter((s) => s !== "" && s !== ".").join("/");
 }
 
 /** Extracts the archive stream into `dest` (which must exist). Returns the file names written. */
@@ -135,7 +145,7 @@ export async function extractTar(
       const linkPath = pax.linkpath ?? text(header, 157, 100);
       longName = undefined;
       pax = {};
-      const target = safeJoin(dest, name);
+      const target = safeJoin(dest, name, { root: type === "5" });
       if (type === "5") {
         await Deno.mkdir(target, { recursive: true });
       } else if (type === "0" || type === "7") {
@@ -150,12 +160,12 @@ export async function extractTar(
           file.close();
         }
         await r.read(padded - size);
-        files.push(name.replace(/^\.\/+/, ""));
+        files.push(entryName(name));
         continue;
       } else if (type === "1" || type === "2") {
         // Links between files of the archive (docker-archive uses them): resolved by copying
         // the target once everything is extracted; a target outside the archive is rejected.
-        const base = type === "2" ? path.posix.dirname(name.replace(/^\.\/+/, "")) : "";
+        const base = type === "2" ? path.posix.dirname(entryName(name)) : "";
         links.push({ target, source: safeJoin(dest, path.posix.join(base, linkPath)), name });
       } else if (type === "3" || type === "4" || type === "6") {
         throw new ValidationError(
@@ -173,7 +183,7 @@ export async function extractTar(
       }
       await Deno.mkdir(path.dirname(link.target), { recursive: true });
       await Deno.copyFile(link.source, link.target);
-      files.push(link.name.replace(/^\.\/+/, ""));
+      files.push(entryName(link.name));
     }
   } catch (err) {
     await r.cancel().catch(() => {});

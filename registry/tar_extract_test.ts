@@ -31,3 +31,15 @@ Deno.test("tar: extracts regular files; rejects traversal and absolute names", a
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("tar: ./-prefixed names, . segments and a ./ directory entry are ordinary", () => {
+  const dir = "/dest";
+  assert.equal(safeJoin(dir, "./", { root: true }), dir);
+  assert.equal(safeJoin(dir, ".", { root: true }), dir);
+  assert.throws(() => safeJoin(dir, "./"), /names the archive root/);
+  assert.equal(safeJoin(dir, "./blobs/./sha256/x"), "/dest/blobs/sha256/x");
+  assert.equal(safeJoin(dir, "blobs/"), "/dest/blobs");
+  for (const bad of ["/etc/x", "./../x", "a/../../x", "x\0y", ""]) {
+    assert.throws(() => safeJoin(dir, bad), /escapes the archive/, bad);
+  }
+});

@@ -7,6 +7,7 @@
 import { sha256Hex } from "../core/digest.ts";
 import { NotFoundError, PodminError, UnavailableError, ValidationError } from "../core/errors.ts";
 import type { UpstreamRef } from "../core/image_ref.ts";
+import { idleBounded, requestTimeoutMs, timeoutError } from "../core/request_bounds.ts";
 import type { ImageSource, ManifestDoc } from "./image_source.ts";
 import type { Descriptor } from "./manifest.ts";
 import { MANIFEST_TYPES } from "./media_types.ts";
@@ -19,6 +20,8 @@ export interface UpstreamOptions {
   /** Use http:// instead of https:// (local test registries). */
   plainHttp?: boolean;
   fetch?: typeof fetch;
+  /** Bound of each request's answer and of each body's idle time (default `requestTimeoutMs()`). */
+  requestTimeoutMs?: number;
 }
 
 /** Pulls manifests and blobs from an upstream registry. */
@@ -67,19 +70,49 @@ export class UpstreamSource implements ImageSource {
     return Promise.resolve();
   }
 
-  async #get(url: string, headers: Record<string, string>): Promise<Response> {
+  /** One bounded fetch: no answer within the bound, or a body idle as long, is an error. */
+  async #fetch(url: string | URL, init: RequestInit): Promise<Response> {
     const f = this.#options.fetch ?? fetch;
-    for (let attempt = 0; attempt < 2; attempt++) {
-      let res: Response;
-      try {
-        res = await f(url, {
-          headers: this.#auth ? { ...headers, Authorization: this.#auth } : headers,
-        });
-      } catch (err) {
-        throw new UnavailableError(`${this.name}: ${(err as Error).message}`, {
-          hint: "check the network path to the upstream registry",
-        });
+    const timeoutMs = this.#options.requestTimeoutMs ?? requestTimeoutMs();
+    const endpoint = new URL(url).origin;
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), timeoutMs);
+    let res: Response;
+    try {
+      res = await f(url, { ...init, signal: abort.signal });
+    } catch (err) {
+      if (abort.signal.aborted) {
+        throw timeoutError({ endpoint, timeoutMs, what: this.name, cause: err });
       }
+      throw new UnavailableError(`${this.name}: ${(err as Error).message}`, {
+        hint: "check the network path to the upstream registry",
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+    if (!res.body) return res;
+    const body = idleBounded(res.body, {
+      idleMs: timeoutMs,
+      onIdle: () =>
+        new UnavailableError(
+          `${this.name}: the body from ${endpoint} stalled for ${timeoutMs} ms`,
+          {
+            hint: "the upstream registry stopped sending; retry, or check the network path",
+          },
+        ),
+    });
+    return new Response(body, {
+      status: res.status,
+      statusText: res.statusText,
+      headers: res.headers,
+    });
+  }
+
+  async #get(url: string, headers: Record<string, string>): Promise<Response> {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const res = await this.#fetch(url, {
+        headers: this.#auth ? { ...headers, Authorization: this.#auth } : headers,
+      });
       if (res.status === 401 && attempt === 0) {
         await res.body?.cancel();
         this.#auth = await this.#authorize(res.headers.get("www-authenticate") ?? "");
@@ -130,8 +163,7 @@ export class UpstreamSource implements ImageSource {
       "scope",
       params.scope ?? `repository:${this.#options.ref.repository}:pull`,
     );
-    const f = this.#options.fetch ?? fetch;
-    const res = await f(url, { headers: basic ? { Authorization: basic } : {} });
+    const res = await this.#fetch(url, { headers: basic ? { Authorization: basic } : {} });
     if (!res.ok) {
       await res.body?.cancel();
       throw new PodminError(`${this.name}: token service answered ${res.status}`, {

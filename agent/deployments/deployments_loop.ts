@@ -22,6 +22,7 @@ import type { Logger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import type { Deployment } from "../../core/resources.ts";
 import { readSpec } from "../../core/spec_objects.ts";
+import { ErrorLog } from "../error_log.ts";
 import { ManifestDir } from "./manifest_dir.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
 import { manifestBytes, manifestFileName, renderStaticPod } from "./static_pod.ts";
@@ -54,11 +55,13 @@ export class DeploymentsLoop {
   #indexError?: string;
   #lastSync?: string;
   readonly #specs = new Map<string, Deployment>();
-  #reported = "";
+  readonly #problems: ErrorLog;
+  #converged?: boolean;
 
   constructor(options: DeploymentsLoopOptions) {
     this.#options = options;
     this.#dir = new ManifestDir(options.manifestDir);
+    this.#problems = new ErrorLog({ log: options.log });
   }
 
   /** One full reconciliation pass. Never throws for bucket or provider failures. */
@@ -209,12 +212,13 @@ export class DeploymentsLoop {
     pending: AgentStatus["pending"],
     desired: string[],
   ): Promise<AgentStatus> {
-    const report = errors.join("\n");
-    if (report !== this.#reported) {
-      if (report) this.#options.log.error("not converged", { errors });
-      else this.#options.log.info("converged", { generation: this.#index?.generation });
-      this.#reported = report;
+    // One line per kind of problem, a summary while it persists, and its recovery.
+    this.#problems.update(errors);
+    const clean = errors.length === 0;
+    if (clean && this.#converged !== true) {
+      this.#options.log.info("converged", { generation: this.#index?.generation });
     }
+    this.#converged = clean;
     const onDisk = [...(await this.#dir.readOwned().catch(() => new Map())).keys()];
     return {
       nodeGroup: this.#options.nodeGroup,

@@ -69,7 +69,11 @@ export function renderStaticPod(options: RenderOptions): Pod {
         "podmin.dev/deployment": name,
         "podmin.dev/nodegroup": d.spec.nodeGroup,
       },
-      annotations: { [OWNER_ANNOTATION]: OWNER_VALUE, [SPEC_ANNOTATION]: options.specRef },
+      annotations: {
+        ...(d.spec.template.metadata?.annotations ?? {}),
+        [OWNER_ANNOTATION]: OWNER_VALUE,
+        [SPEC_ANNOTATION]: options.specRef,
+      },
     },
     spec: {
       ...spec,

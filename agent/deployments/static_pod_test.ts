@@ -17,7 +17,7 @@ const deployment = (secrets?: unknown) =>
       nodeGroup: "workers",
       ...(secrets ? { secrets } : {}),
       template: {
-        metadata: { labels: { app: "web" } },
+        metadata: { labels: { app: "web" }, annotations: { "example.com/team": "shop" } },
         spec: {
           initContainers: [{ name: "init", image: "i" }],
           containers: [{
@@ -45,6 +45,7 @@ Deno.test("static pod: labels, ownership and read-only Podmin mounts in every co
   assert.equal(pod.metadata?.labels?.["podmin.dev/deployment"], "web");
   assert.equal(pod.metadata?.labels?.app, "web");
   assert.equal(pod.metadata?.annotations?.["podmin.dev/spec"], spec);
+  assert.equal(pod.metadata?.annotations?.["example.com/team"], "shop"); // kept, not dropped
   assert.deepEqual(pod.spec?.volumes?.map((v) => v.name), ["cache", "podmin-tls", "podmin-values"]);
   assert.equal(pod.spec?.volumes?.[2].hostPath?.path, "/run/s/shop_web");
   for (const c of [...pod.spec!.containers, ...pod.spec!.initContainers!]) {

@@ -6,12 +6,13 @@
  */
 
 import * as path from "node:path";
+import { checkSize, LIMITS } from "../../core/limits.ts";
 import type { Logger } from "../../core/log.ts";
 import { valueName } from "../../core/provider_names.ts";
 import type { Deployment } from "../../core/resources.ts";
 import { POD_DIR_PATTERN, podDirName } from "../pod_dir.ts";
 import type { ValueProvider } from "./value_provider.ts";
-import { readGeneration, writeGeneration } from "./value_generations.ts";
+import { readGeneration, repairLayout, writeGeneration } from "./value_generations.ts";
 
 /** Options of `SecretsSync`. */
 export interface SecretsSyncOptions {
@@ -60,13 +61,36 @@ export class SecretsSync {
     const withSecrets = deployments.filter((d) => d.spec.secrets?.length);
     if (!withSecrets.length) return result;
     try {
-      await Deno.mkdir(this.#options.secretsDir, { recursive: true, mode: 0o700 });
+      await this.#ensureSecretsDir();
     } catch (err) {
       result.errors.push(`values directory ${this.#options.secretsDir}: ${(err as Error).message}`);
       return result;
     }
     await Promise.all(withSecrets.map((d) => this.#syncOne(d, now, result)));
     return result;
+  }
+
+  /**
+   * Creates `--secrets-dir` when absent and enforces its mode (0700) and owner (the agent's user,
+   * root on a node) on every pass: an existing 0755 directory would expose every value.
+   */
+  async #ensureSecretsDir(): Promise<void> {
+    const dir = this.#options.secretsDir;
+    await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+    const st = await Deno.stat(dir);
+    const uid = Deno.uid();
+    const gid = Deno.gid();
+    if (uid !== null && gid !== null && (st.uid !== uid || st.gid !== gid)) {
+      await Deno.chown(dir, uid, gid);
+      this.#options.log.warn("values directory owner repaired", { dir, uid: st.uid, gid: st.gid });
+    }
+    if ((st.mode! & 0o7777) !== 0o700) {
+      await Deno.chmod(dir, 0o700);
+      this.#options.log.warn("values directory mode repaired", {
+        dir,
+        mode: (st.mode! & 0o7777).toString(8),
+      });
+    }
   }
 
   async #syncOne(d: Deployment, now: number, result: SecretsResult): Promise<void> {
@@ -76,6 +100,7 @@ export class SecretsSync {
     const dir = path.join(this.#options.secretsDir, podDirName(namespace, name));
     const keys = secrets.map((s) => `${s.from}:${s.key}`).join(",");
     const st = this.#state.get(ref);
+    let verified = false; // writeGeneration verifies and repairs the layout itself
     if (!st || st.keys !== keys || now >= st.nextFetch) {
       try {
         const fetched = await Promise.all(
@@ -86,6 +111,14 @@ export class SecretsSync {
             )
           ),
         );
+        secrets.forEach((s, i) =>
+          checkSize({
+            what: `value ${s.key} (${s.from})`,
+            size: fetched[i].byteLength,
+            limit: LIMITS.valueBytes,
+            hint: "store large data elsewhere (an image, an S3 object) and keep values small",
+          })
+        );
         const values = new Map(secrets.map((s, i) => [s.key, fetched[i]]));
         if (await writeGeneration(dir, values)) {
           result.rotated.push(ref);
@@ -94,6 +127,7 @@ export class SecretsSync {
             keys: values.size,
           });
         }
+        verified = true;
         this.#state.set(ref, { keys, nextFetch: now + this.#options.refreshMs });
       } catch (err) {
         result.errors.push(`values of ${ref}: ${(err as Error).message}`);
@@ -101,6 +135,11 @@ export class SecretsSync {
       }
     }
     try {
+      // Every pass, fetched or not: a crash between swap and links must not hide a key forever.
+      const repaired = verified ? [] : await repairLayout(dir);
+      if (repaired.length) {
+        this.#options.log.warn("values layout repaired", { deployment: ref, repaired });
+      }
       const current = await readGeneration(dir);
       if (current && secrets.every((s) => current.has(s.key))) result.ready.add(ref);
     } catch (err) {

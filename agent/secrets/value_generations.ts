@@ -7,11 +7,48 @@
  *   <dir>/<key>             symlink to ..data/<key>
  *
  * A container that mounts <dir> sees either the old or the new set of values.
+ *
+ * The visible layout (links, files, modes) is verified and repaired on every write, not only the
+ * generation's content: a crash between the swap and the links must not hide a key forever.
+ * A per-Pod directory that is a symlink (or not a directory) is never followed: it is reported
+ * with `UnexpectedEntryError` and left alone.
  */
 
 import * as path from "node:path";
+import { PodminError } from "../../core/errors.ts";
 
 const GEN_PREFIX = "..gen-";
+
+/** An agent-owned path is a symlink or not a directory: reported, never followed or removed. */
+export class UnexpectedEntryError extends PodminError {}
+
+/** Modes of the layout (spec §7.5). */
+const DIR_MODE = 0o755;
+const FILE_MODE = 0o444;
+
+/**
+ * Makes sure `dir` is a real directory (with `create`, creating it when absent; else false when
+ * absent) with mode 0755; throws `UnexpectedEntryError` for a symlink or any other kind of entry.
+ */
+async function ensureRealDir(dir: string, options: { create: boolean }): Promise<boolean> {
+  let st: Deno.FileInfo;
+  try {
+    st = await Deno.lstat(dir);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+    if (!options.create) return false;
+    await Deno.mkdir(dir, { mode: DIR_MODE });
+    st = await Deno.lstat(dir);
+  }
+  if (st.isSymlink || !st.isDirectory) {
+    throw new UnexpectedEntryError(
+      `${dir} is ${st.isSymlink ? "a symlink" : "not a directory"}; the agent leaves it alone`,
+      { hint: `remove ${dir} to let the agent recreate its values directory` },
+    );
+  }
+  if ((st.mode! & 0o7777) !== DIR_MODE) await Deno.chmod(dir, DIR_MODE);
+  return true;
+}
 
 /** Reads the current generation's values, or undefined when there is none. */
 export async function readGeneration(dir: string): Promise<Map<string, Uint8Array> | undefined> {
@@ -54,9 +91,12 @@ export async function writeGeneration(
   dir: string,
   values: Map<string, Uint8Array>,
 ): Promise<boolean> {
-  await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
+  await ensureRealDir(dir, { create: true });
   const current = await readGeneration(dir);
-  if (current && sameValues(current, values)) return false;
+  if (current && sameValues(current, values)) {
+    await repairLayout(dir);
+    return false;
+  }
 
   const gen = `${GEN_PREFIX}${Date.now()}-${crypto.randomUUID().slice(0, 8)}`;
   const genDir = path.join(dir, gen);
@@ -70,14 +110,63 @@ export async function writeGeneration(
   await Deno.symlink(gen, tmpLink);
   await Deno.rename(tmpLink, path.join(dir, "..data"));
 
-  // Per-key links; remove links of keys that are gone.
-  for (const key of values.keys()) {
-    const link = path.join(dir, key);
-    try {
-      await Deno.lstat(link);
-    } catch {
-      await Deno.symlink(`..data/${key}`, link);
+  await repairLayout(dir);
+  return true;
+}
+
+/**
+ * Verifies and repairs the visible layout of `dir` against its current generation: the
+ * generation's modes, one `<key> -> ..data/<key>` link per key, nothing else visible, no older
+ * generation. Returns what it repaired (empty when the layout was whole); a directory without a
+ * generation is left as it is. Throws `UnexpectedEntryError` when `dir` is a symlink.
+ */
+export async function repairLayout(dir: string): Promise<string[]> {
+  const repaired: string[] = [];
+  if (!await ensureRealDir(dir, { create: false })) return repaired;
+  let gen: string;
+  try {
+    gen = path.basename(await Deno.readLink(path.join(dir, "..data")));
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return repaired;
+    throw err;
+  }
+  const genDir = path.join(dir, gen);
+  const keys = new Set<string>();
+  try {
+    const st = await Deno.lstat(genDir);
+    if (!st.isDirectory) return repaired;
+    if ((st.mode! & 0o7777) !== DIR_MODE) {
+      await Deno.chmod(genDir, DIR_MODE);
+      repaired.push(`mode of ${gen}`);
     }
+    for await (const e of Deno.readDir(genDir)) {
+      if (!e.isFile) continue;
+      keys.add(e.name);
+      const file = path.join(genDir, e.name);
+      if (((await Deno.lstat(file)).mode! & 0o7777) !== FILE_MODE) {
+        await Deno.chmod(file, FILE_MODE);
+        repaired.push(`mode of ${e.name}`);
+      }
+    }
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return repaired; // dangling ..data
+    throw err;
+  }
+  for (const key of keys) {
+    const link = path.join(dir, key);
+    const want = `..data/${key}`;
+    let target: string | undefined;
+    try {
+      target = await Deno.readLink(link);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) target = undefined;
+      else if (err instanceof Deno.errors.InvalidData) target = ""; // not a link
+      else throw err;
+    }
+    if (target === want) continue;
+    if (target !== undefined) await Deno.remove(link, { recursive: true });
+    await Deno.symlink(want, link);
+    repaired.push(`link ${key}`);
   }
   for await (const e of Deno.readDir(dir)) {
     if (e.name.startsWith("..")) {
@@ -86,7 +175,10 @@ export async function writeGeneration(
       }
       continue;
     }
-    if (!values.has(e.name)) await Deno.remove(path.join(dir, e.name), { recursive: true });
+    if (!keys.has(e.name)) {
+      await Deno.remove(path.join(dir, e.name), { recursive: true });
+      repaired.push(`removed ${e.name}`);
+    }
   }
-  return true;
+  return repaired;
 }

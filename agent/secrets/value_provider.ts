@@ -3,6 +3,12 @@
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import { NotFoundError, PermanentStoreError, UnavailableError } from "../../core/errors.ts";
+import {
+  awsRequestHandler,
+  isTimeout,
+  requestTimeoutMs,
+  timeoutError,
+} from "../../core/request_bounds.ts";
 import type { SecretRef } from "../../core/resources.ts";
 
 /** Something that returns the current value of a named parameter or secret. */
@@ -15,12 +21,17 @@ export interface ValueProvider {
 export class AwsValueProvider implements ValueProvider {
   readonly #ssm: SSMClient;
   readonly #sm: SecretsManagerClient;
+  readonly #timeoutMs: number;
+  readonly #endpoint: string;
 
+  /** `requestTimeoutMs` bounds each attempt (default `requestTimeoutMs()`, §2.3). */
   constructor(options: { region: string; requestTimeoutMs?: number }) {
+    this.#timeoutMs = options.requestTimeoutMs ?? requestTimeoutMs();
+    this.#endpoint = Deno.env.get("AWS_ENDPOINT_URL") ?? `AWS (${options.region})`;
     const common = {
       region: options.region,
       maxAttempts: 2,
-      requestHandler: { requestTimeout: options.requestTimeoutMs ?? 10_000 },
+      requestHandler: awsRequestHandler(this.#timeoutMs),
     };
     this.#ssm = new SSMClient(common);
     this.#sm = new SecretsManagerClient(common);
@@ -38,6 +49,14 @@ export class AwsValueProvider implements ValueProvider {
       if (out.SecretBinary) return out.SecretBinary;
       return new TextEncoder().encode(out.SecretString ?? "");
     } catch (err) {
+      if (isTimeout(err)) {
+        throw timeoutError({
+          endpoint: this.#endpoint,
+          timeoutMs: this.#timeoutMs,
+          what: `${from === "ssm" ? "Parameter Store" : "Secrets Manager"} ${name}`,
+          cause: err,
+        });
+      }
       throw classifyAwsError(err, from, name);
     }
   }

@@ -18,7 +18,7 @@ import * as path from "node:path";
 import { imageTagKey, parseImageRepository } from "../../core/bucket_layout.ts";
 import { PodminError } from "../../core/errors.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { openStore } from "../../core/store_url.ts";
+import { createBucket, openStore } from "../../core/store_url.ts";
 import {
   mirroredImageRef,
   mirrorPathOf,
@@ -248,9 +248,7 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
   };
   await Deno.mkdir(p.logs, { recursive: true });
   await writeState(o.stateDir, state);
-  if (bucket.startsWith("file://")) {
-    await Deno.mkdir(decodeURIComponent(bucket.slice("file://".length)), { recursive: true });
-  }
+  if (bucket === p.defaultBucket && await createBucket(bucket)) o.log(`created ${bucket}`);
   const store = openStore(bucket);
 
   // 1. Files: the programs, then every node file from vmconfig's generators, then overrides.

@@ -19,6 +19,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { EC2Client } from "@aws-sdk/client-ec2";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
+import { awsRequestHandler, requestTimeoutMs } from "../../core/request_bounds.ts";
 import {
   DEPLOYMENT_INDEX,
   imageManifestKey,
@@ -535,7 +536,7 @@ async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
     });
   }
   const ec2 = new EC2Client({ region });
-  const ssm = new SSMClient({ region });
+  const ssm = new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) });
   log(`checking ${region}: zones and VPC ${flags.vpcCidr}`);
   const zones = resolveZones(flags, await availableZones(ec2));
   const reused = await findReusableVpc(ec2, flags.vpcCidr);
@@ -606,7 +607,10 @@ async function publish(plan: SetupPlan): Promise<PublishedDependencies> {
   );
   await mirrorSandboxImage(plan);
   // CAs, directly in SSM.
-  const ssm = new SSMClient({ region: plan.region });
+  const ssm = new SSMClient({
+    region: plan.region,
+    requestHandler: awsRequestHandler(requestTimeoutMs()),
+  });
   for (const r of await ensureClusterCas({ ssm, cluster: plan.flags.cluster })) {
     log(`${r.name}: ${r.outcome}`);
   }

@@ -8,6 +8,7 @@
 import * as path from "node:path";
 import { DeleteBucketCommand } from "@aws-sdk/client-s3";
 import { SSMClient } from "@aws-sdk/client-ssm";
+import { awsRequestHandler, requestTimeoutMs } from "../../core/request_bounds.ts";
 import { INFRA_CONFIG } from "../../core/bucket_layout.ts";
 import {
   booleanFlag,
@@ -150,7 +151,10 @@ every object of the bucket and the bucket itself. Reused VPCs and the
         isTerminal: deps.isTerminal,
       });
       await teardownInfra({ store, cluster, workDir, log: ctx.err, tofuBinary: deps.tofuBinary });
-      const deleted = await deleteClusterCas({ ssm: new SSMClient({ region }), cluster });
+      const deleted = await deleteClusterCas({
+        ssm: new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) }),
+        cluster,
+      });
       for (const name of deleted) ctx.err(`deleted parameter ${name}`);
       const objects = await deleteBucket(store, ctx.err);
       ctx.out(

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
 import { parseDeploymentIndex } from "../../core/deployment_index.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { openStore } from "../../core/store_url.ts";
+import { createBucket, openStore } from "../../core/store_url.ts";
 import { moto } from "../support/moto.ts";
 import { agent, nodeAgentArgs, podmin, spawnAgent, waitFor } from "../support/programs.ts";
 
@@ -43,6 +43,7 @@ const backends: { name: string; open(): Promise<Cluster> }[] = [
       await moto(); // the agent's value provider still talks to (moto's) SSM
       const tmp = await Deno.makeTempDir({ prefix: "podmin-spine-" });
       const url = `file://${tmp}/bucket`;
+      await createBucket(url);
       return {
         url,
         store: openStore(url),
@@ -368,8 +369,9 @@ Deno.test("deploy spine [s3 (moto)]: moto down for 10 s while the agent runs →
     const log = new TextDecoder().decode(out.stderr);
     await Deno.remove(tmp, { recursive: true });
     assert.equal(out.code, 0, log);
-    // Logged once per state change, not once per failed poll.
-    const errors = log.split("\n").filter((l) => l.includes('"not converged"')).length;
+    // Logged once per kind of problem, not once per failed poll; then its recovery.
+    const errors = log.split("\n").filter((l) => l.includes('"level":"error"')).length;
     assert.ok(errors >= 1 && errors <= 4, `${errors} error lines:\n${log}`);
+    assert.match(log, /"msg":"recovered","kind":"reading deployments\/index.json"/);
   }
 });

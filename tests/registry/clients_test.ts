@@ -4,6 +4,7 @@
  */
 
 import assert from "node:assert/strict";
+import { createBucket } from "../../core/store_url.ts";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
 import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";
@@ -230,6 +231,7 @@ Deno.test("registry [filesystem]: the agent's run hosts the registry on --regist
     ref: "1",
     platforms: [{ arch: "amd64", files: { a: enc.encode("a") } }],
   });
+  await createBucket(bucket);
   await pushed(bucket, `oci:${tmp}/img:1`, "apps/hosted:1");
   const child = spawnAgent([
     ...nodeAgentArgs({ bucket, nodeGroup: "workers", base: tmp }),

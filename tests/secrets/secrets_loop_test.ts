@@ -11,7 +11,7 @@ import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources, deleteResource } from "../../cli/desired_state.ts";
 import { silentLogger } from "../../core/log.ts";
-import { parseResource } from "../../core/resources.ts";
+import { type Deployment, parseResource } from "../../core/resources.ts";
 import { openStore } from "../../core/store_url.ts";
 import { deleteParameter, moto, putParameter, putSecret } from "../support/moto.ts";
 
@@ -130,6 +130,80 @@ Deno.test("secrets loop [moto]: generations swap atomically on change; failures 
       Deno.errors.NotFound,
     );
     await assert.rejects(Deno.stat(podDir), Deno.errors.NotFound);
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+Deno.test("secrets loop [moto]: every pass enforces the values dir mode and repairs the layout; a symlinked Pod dir is left alone", async () => {
+  const m = await moto();
+  await m.reset();
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-secrets-" });
+  try {
+    await putParameter("/test/default/web/db-password", "v1");
+    await putSecret("/test/default/web/api-token", "token-1");
+    const secretsDir = path.join(tmp, "secrets");
+    await Deno.mkdir(secretsDir, { mode: 0o755 }); // pre-existing, too open
+    await Deno.chmod(secretsDir, 0o755);
+    const sync = new SecretsSync({
+      cluster: "test",
+      secretsDir,
+      provider: new AwsValueProvider({ region: "us-east-1" }),
+      refreshMs: 3_600_000, // no refetch: later passes only verify
+      log: silentLogger,
+    });
+    const deployment = web as Deployment;
+    let r = await sync.sync([deployment]);
+    assert.ok(r.ready.has("default/web"), r.errors.join("\n"));
+    assert.equal((await Deno.stat(secretsDir)).mode! & 0o777, 0o700);
+
+    // Loosened by hand, and a key link lost (as by a crash between swap and links).
+    await Deno.chmod(secretsDir, 0o755);
+    const podDir = path.join(secretsDir, "default_web");
+    await Deno.remove(path.join(podDir, "db-password"));
+    r = await sync.sync([deployment]);
+    assert.ok(r.ready.has("default/web"), r.errors.join("\n"));
+    assert.equal((await Deno.stat(secretsDir)).mode! & 0o777, 0o700);
+    assert.equal(await Deno.readTextFile(path.join(podDir, "db-password")), "v1");
+
+    // The Pod dir replaced by a symlink to another directory: reported, not followed.
+    const other = path.join(tmp, "other");
+    await Deno.mkdir(path.join(other, "sub"), { recursive: true });
+    await Deno.writeTextFile(path.join(other, "important.txt"), "keep");
+    await Deno.remove(podDir, { recursive: true });
+    await Deno.symlink(other, podDir);
+    r = await sync.sync([deployment]);
+    assert.ok(!r.ready.has("default/web"));
+    assert.match(r.errors.join("\n"), /default_web is a symlink/);
+    await sync.prune(new Set());
+    const names = (await Array.fromAsync(Deno.readDir(other))).map((e) => e.name).sort();
+    assert.deepEqual(names, ["important.txt", "sub"]);
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+Deno.test("secrets loop [moto]: a value over the 64 KiB limit is refused and not written", async () => {
+  const m = await moto();
+  await m.reset();
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-secrets-" });
+  try {
+    await putParameter("/test/default/web/db-password", "v1");
+    await putSecret("/test/default/web/api-token", "t".repeat(100 * 1024));
+    const sync = new SecretsSync({
+      cluster: "test",
+      secretsDir: path.join(tmp, "secrets"),
+      provider: new AwsValueProvider({ region: "us-east-1" }),
+      refreshMs: 0,
+      log: silentLogger,
+    });
+    const r = await sync.sync([web as Deployment]);
+    assert.ok(!r.ready.has("default/web"));
+    assert.match(
+      r.errors.join("\n"),
+      /value api-token \(secretsmanager\) is 100 KiB, over the limit of 64 KiB/,
+    );
+    await assert.rejects(Deno.stat(path.join(tmp, "secrets", "default_web")), Deno.errors.NotFound);
   } finally {
     await Deno.remove(tmp, { recursive: true });
   }

@@ -12,6 +12,10 @@ import {
   UnavailableError,
 } from "../../core/errors.ts";
 import { FsStore } from "../../core/fs_store.ts";
+import { LIMITS, TooLargeError } from "../../core/limits.ts";
+import { DEPLOYMENT_INDEX, deploymentSpecKey } from "../../core/bucket_layout.ts";
+import { pollDeploymentIndex } from "../../core/deployment_index.ts";
+import { readSpec } from "../../core/spec_objects.ts";
 import { getIfExists, type ObjectStore, putIfAbsent, putIfMatch } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../support/moto.ts";
@@ -250,6 +254,20 @@ for (const backend of backends) {
     assert.equal(await getIfExists(store, "small"), undefined);
   });
 
+  t(
+    "get with maxBytes refuses a larger object with TooLargeError naming the limit",
+    async (store) => {
+      await store.put("big", new Uint8Array(3000));
+      await assert.rejects(
+        store.get("big", { maxBytes: 2048 }),
+        (err: Error) => err instanceof TooLargeError && /over the limit of 2 KiB/.test(err.message),
+      );
+      await assert.rejects(getIfExists(store, "big", { maxBytes: 2048 }), TooLargeError);
+      const got = await store.get("big", { maxBytes: 3000 });
+      assert.ok(!got.notModified && got.body.byteLength === 3000);
+    },
+  );
+
   t("keys that could escape are rejected or stay inside the store", async (store) => {
     if (store instanceof FsStore) {
       for (const bad of ["../x", "a/../../x", "/abs", "a//b", "a/./b"]) {
@@ -299,4 +317,26 @@ Deno.test("store contract [s3]: a part that fails mid-upload fails the whole upl
   const { stream } = bigStream(24);
   await assert.rejects(store.putStream("big/partial", stream), /access denied/);
   assert.equal(await getIfExists(store, "big/partial"), undefined);
+});
+
+Deno.test("agent reads [filesystem]: an oversized index or spec is refused before it is parsed", async () => {
+  const root = await Deno.makeTempDir({ prefix: "podmin-limits-" });
+  try {
+    const store = new FsStore({ root, durable: false });
+    const pad = new Uint8Array(LIMITS.indexBytes + 1).fill(0x20); // valid JSON whitespace
+    pad.set(enc.encode("{}"), 0);
+    await store.put(DEPLOYMENT_INDEX, pad);
+    await assert.rejects(
+      pollDeploymentIndex(store, undefined),
+      (err: Error) => err instanceof TooLargeError && /over the limit of 16 MiB/.test(err.message),
+    );
+    const ref = `sha256:${"a".repeat(64)}`;
+    await store.put(deploymentSpecKey("a".repeat(64)), new Uint8Array(LIMITS.specBytes + 1));
+    await assert.rejects(
+      readSpec(store, { kind: "Deployment", ref }),
+      (err: Error) => err instanceof TooLargeError && /over the limit of 1 MiB/.test(err.message),
+    );
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
 });

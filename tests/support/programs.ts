@@ -9,10 +9,16 @@ export interface Ran {
   stderr: string;
 }
 
-async function runEntry(entry: string, args: string[], env?: Record<string, string>): Promise<Ran> {
+async function runEntry(
+  entry: string,
+  args: string[],
+  env?: Record<string, string>,
+  signal?: AbortSignal,
+): Promise<Ran> {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "--allow-all", `${root}${entry}`, ...args],
     env,
+    signal,
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
@@ -21,9 +27,13 @@ async function runEntry(entry: string, args: string[], env?: Record<string, stri
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
 
-/** Runs `podmin ARGS…`. */
-export function podmin(args: string[], env?: Record<string, string>): Promise<Ran> {
-  return runEntry("cli/main.ts", args, env);
+/** Runs `podmin ARGS…`; `signal` kills it (a hung command then ends with a non-zero code). */
+export function podmin(
+  args: string[],
+  env?: Record<string, string>,
+  options: { signal?: AbortSignal } = {},
+): Promise<Ran> {
+  return runEntry("cli/main.ts", args, env, options.signal);
 }
 
 /** Runs `podmin-agent ARGS…` to completion. */
@@ -31,10 +41,11 @@ export function agent(args: string[], env?: Record<string, string>): Promise<Ran
   return runEntry("agent/main.ts", args, env);
 }
 
-/** Starts a long-running `podmin-agent ARGS…`; stderr is collected. */
-export function spawnAgent(args: string[]): Deno.ChildProcess {
+/** Starts a long-running `podmin-agent ARGS…` (extra `env` when given); stderr is collected. */
+export function spawnAgent(args: string[], env?: Record<string, string>): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {
     args: ["run", "--allow-all", `${root}agent/main.ts`, ...args],
+    env,
     stdin: "null",
     stdout: "null",
     stderr: "piped",

@@ -1,6 +1,7 @@
 /** The podmin-agent systemd unit's command line is one the agent accepts. */
 
 import assert from "node:assert/strict";
+import { createBucket } from "../../core/store_url.ts";
 import { VMCONFIG_ASSETS } from "../../vmconfig/assets.ts";
 import { agent, nodeStateDirArgs } from "../support/programs.ts";
 
@@ -29,6 +30,7 @@ Deno.test("vmconfig: podmin-agent.service's ExecStart runs one converging pass o
         return env[k];
       })
     );
+    await createBucket(env.PODMIN_BUCKET);
     const r = await agent([
       ...args,
       "--once",

@@ -259,7 +259,7 @@ testWith(
         const agentEnv = await Deno.readTextFile(`${root}/opt/env/podmin-agent.env`);
         for (
           const line of [
-            `PODMIN_BUCKET=${bucket}`,
+            `PODMIN_BUCKET=s3://${bucket}`, // the agent takes URLs only
             "PODMIN_CLUSTER=prod",
             "PODMIN_NODEGROUP=workers",
             `PODMIN_IPV6_PREFIX=${PREFIX}`,

@@ -1,0 +1,22 @@
+/** The fault campaign's bounded subset in the test suite: every attack, fewer cases, a fixed seed. */
+
+import assert from "node:assert/strict";
+import { bucketObjectFuzz, resourceFuzz } from "./input_fuzz.ts";
+import { outageAttack } from "./outage.ts";
+import { registryFuzz } from "./registry_fuzz.ts";
+
+for (const attack of [registryFuzz, resourceFuzz, bucketObjectFuzz]) {
+  Deno.test(`faults: ${attack.name} (bounded subset)`, async () => {
+    const report = await attack.run({ cases: 1_500, seed: 12, deadline: Date.now() + 60_000 });
+    console.log(`  ${attack.name}: tried ${report.tried} in ${report.ms} ms`);
+    assert.ok(report.tried >= 500, `only ${report.tried} cases ran`);
+    assert.deepEqual(report.findings, []);
+  });
+}
+
+Deno.test("faults: bucket-outages (3 s each of refuse, reset, black-hole)", async () => {
+  const attack = outageAttack(3_000);
+  const report = await attack.run({ cases: 3, seed: 12, deadline: Date.now() + 240_000 });
+  assert.equal(report.tried, 3);
+  assert.deepEqual(report.findings, []);
+});
