@@ -6,6 +6,7 @@
  * endpoint and the bound; a body that delivers no byte within the bound fails the same way.
  */
 
+import { concatBytes } from "./bytes.ts";
 import { parseDuration } from "./duration.ts";
 import { UnavailableError } from "./errors.ts";
 import { checkSize } from "./limits.ts";
@@ -106,11 +107,5 @@ export async function readAllBounded(
       checkSize({ what: options.what ?? "the body", size, limit: options.maxBytes });
     }
   }
-  const out = new Uint8Array(size);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.byteLength;
-  }
-  return out;
+  return concatBytes(chunks, size);
 }

@@ -6,6 +6,7 @@
  * completed, so a mismatching upload never becomes visible.
  */
 
+import { concatBytes } from "./bytes.ts";
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -368,24 +369,13 @@ async function readPart(
   let size = 0;
   while (size < PART_BYTES) {
     const { value, done } = await reader.read();
-    if (done) return { data: concat(chunks, size), done: true };
+    if (done) return { data: concatBytes(chunks, size), done: true };
     chunks.push(value);
     size += value.byteLength;
     hash.update(value);
     options.onProgress?.(hash.bytes);
   }
-  return { data: concat(chunks, size), done: false };
-}
-
-function concat(chunks: Uint8Array[], size: number): Uint8Array {
-  if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(size);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.byteLength;
-  }
-  return out;
+  return { data: concatBytes(chunks, size), done: false };
 }
 
 function verify(hash: Sha256Counter, options: PutStreamOptions, key: string): void {
