@@ -6,11 +6,18 @@
  */
 
 import type { Attack } from "./campaign.ts";
+import { envFuzz } from "./env_fuzz.ts";
 import { bucketObjectFuzz, resourceFuzz } from "./input_fuzz.ts";
 import { outageAttack } from "./outage.ts";
 import { registryFuzz } from "./registry_fuzz.ts";
 
-const ATTACKS: Attack[] = [registryFuzz, resourceFuzz, bucketObjectFuzz, outageAttack(60_000)];
+const ATTACKS: Attack[] = [
+  registryFuzz,
+  resourceFuzz,
+  bucketObjectFuzz,
+  envFuzz,
+  outageAttack(60_000),
+];
 
 const cases = Number(Deno.env.get("FAULT_CASES") ?? 10_000);
 const seconds = Number(Deno.env.get("FAULT_SECONDS") ?? 300);
