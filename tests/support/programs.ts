@@ -52,6 +52,20 @@ export function spawnAgent(args: string[], env?: Record<string, string>): Deno.C
   }).spawn();
 }
 
+/** Starts `podmin ARGS…` (or `podmin-agent` with `agent: true`) without waiting; output discarded. */
+export function spawnProgram(
+  args: string[],
+  options: { agent?: boolean; env?: Record<string, string> } = {},
+): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", `${root}${options.agent ? "agent" : "cli"}/main.ts`, ...args],
+    env: options.env,
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+}
+
 /** Polls `check` until it returns true or `timeoutMs` passes. */
 export async function waitFor(
   what: string,

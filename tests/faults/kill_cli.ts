@@ -1,0 +1,239 @@
+/**
+ * kill -9 of `podmin apply`, `podmin delete` and `podmin push` at seeded random moments across
+ * each command's measured duration, on the filesystem store or on moto. After every kill the
+ * bucket must be sound (`bucket_checks.ts`: indexes parse, specs exist with their digests, no
+ * torn object, no tag pointing at a missing manifest or blob), and a re-run of the same command
+ * must succeed and leave the state it asked for.
+ */
+
+import * as path from "node:path";
+import { createFsBucket } from "../../core/fs_store.ts";
+import { readDeploymentIndex } from "../../core/deployment_index.ts";
+import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { sha256Hex } from "../../core/digest.ts";
+import { readSpec } from "../../core/spec_objects.ts";
+import { openStore } from "../../core/store_url.ts";
+import { moto } from "../support/moto.ts";
+import { writeOciLayout } from "../support/oci_image.ts";
+import { podmin, type Ran } from "../support/programs.ts";
+import { type Attack, Findings, Rand } from "./campaign.ts";
+import { bucketProblems } from "./bucket_checks.ts";
+import { killAfter } from "./kill_run.ts";
+
+const DEPLOYMENTS = ["web", "api", "worker", "cron"];
+
+function resources(tag: string): string {
+  const docs = DEPLOYMENTS.map((name) =>
+    `apiVersion: podmin.dev/v1\nkind: Deployment\nmetadata: {name: ${name}, labels: {app: ${name}}}\n` +
+    `spec:\n  nodeGroup: workers\n  template:\n    metadata: {labels: {app: ${name}}}\n` +
+    `    spec: {containers: [{name: c, image: "registry.podmin.internal/apps/${name}:${tag}"}]}\n`
+  );
+  docs.push(
+    "apiVersion: podmin.dev/v1\nkind: Service\nmetadata: {name: web}\n" +
+      "spec: {selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}\n",
+  );
+  return docs.join("---\n");
+}
+
+/** Incompressible bytes from the seeded generator (a layer that takes a while to upload). */
+function noise(r: Rand, n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  for (let i = 0; i < n; i += 4) {
+    const v = Math.floor(r.next() * 2 ** 32);
+    b[i] = v & 255;
+    b[i + 1] = (v >>> 8) & 255;
+    b[i + 2] = (v >>> 16) & 255;
+    b[i + 3] = v >>> 24;
+  }
+  return b;
+}
+
+type Command = "apply" | "delete" | "push";
+
+/**
+ * Builds the attack on `backend`: "fs" (a filesystem bucket) or "moto" (S3), at most `trials`
+ * trials (the first run of each command measures it; every later one is killed).
+ */
+export function killCliAttack(backend: "fs" | "moto", options: { trials: number }): Attack {
+  return {
+    name: `kill9-cli-${backend}`,
+    tries: `kill -9 of podmin apply, delete and push at random moments (${backend} store)`,
+    async run({ cases, seed, deadline }) {
+      const t0 = Date.now();
+      const findings = new Findings();
+      const r = new Rand(seed);
+      const tmp = await Deno.makeTempDir({ prefix: `podmin-fault-kill-${backend}-` });
+      let url: string;
+      let store: ObjectStore;
+      if (backend === "fs") {
+        url = `file://${tmp}/bucket`;
+        await createFsBucket(`${tmp}/bucket`);
+        store = openStore(url);
+      } else {
+        const m = await moto();
+        url = `s3://${await m.createBucket()}`;
+        store = openStore(url, { region: "us-east-1" });
+      }
+      const files = { v1: path.join(tmp, "v1.yaml"), v2: path.join(tmp, "v2.yaml") };
+      await Deno.writeTextFile(files.v1, resources("1"));
+      await Deno.writeTextFile(files.v2, resources("2"));
+      const layout = path.join(tmp, "layout");
+      const images = {
+        one: await writeOciLayout({
+          dir: layout,
+          ref: "one",
+          platforms: [{ arch: "amd64", files: { "a.bin": noise(r, 3 << 20) } }],
+        }),
+        multi: await writeOciLayout({
+          dir: layout,
+          ref: "multi",
+          platforms: [
+            { arch: "amd64", files: { "b.bin": noise(r, 2 << 20) } },
+            { arch: "arm64", files: { "c.bin": noise(r, 2 << 20) } },
+          ],
+        }),
+      };
+      // writeOciLayout rewrites index.json per image; name both refs.
+      await fixIndex(layout, images);
+
+      const stats = {
+        kills: 0,
+        killed: 0,
+        finished: 0,
+        byCommand: { apply: 0, delete: 0, push: 0 },
+      };
+      const durations = new Map<Command, number>();
+      let tried = 0;
+      try {
+        for (; tried < Math.min(cases, options.trials) && Date.now() < deadline; tried++) {
+          const command: Command = tried < 3
+            ? (["apply", "push", "delete"] as const)[tried]
+            : r.pick(["apply", "apply", "delete", "push"] as const);
+          const variant = r.pick(["v1", "v2"] as const);
+          const victim = r.pick(DEPLOYMENTS);
+          const image = r.pick(["one", "multi"] as const);
+          const tag = r.pick(["1", "2"]);
+          const args = [
+            "--bucket",
+            url,
+            ...(
+              command === "apply"
+                ? ["apply", "-f", files[variant]]
+                : command === "delete"
+                ? ["delete", "deployment", victim]
+                : ["push", `oci:${layout}:${image}`, `apps/fuzz:${tag}`]
+            ),
+          ];
+          const what = `trial ${tried} (seed ${seed}): ${args.slice(2).join(" ")}`;
+          let d = durations.get(command);
+          if (d === undefined) {
+            // The first run of each command measures it (and sets up state for the others).
+            const c0 = Date.now();
+            const ran = await podmin(args);
+            d = Date.now() - c0;
+            durations.set(command, d);
+            if (ran.code !== 0 && command !== "delete") {
+              findings.add("setup run failed", `${what}: ${ran.stderr.trim()}`);
+            }
+            continue;
+          }
+          const delay = Math.floor(d * (0.3 + 0.8 * r.next()));
+          const k = await killAfter(args, { ms: delay });
+          stats.kills++;
+          if (k.killed) stats.killed++;
+          else stats.finished++;
+          stats.byCommand[command]++;
+          for (const p of await bucketProblems(store)) {
+            findings.add("after kill", `${what} killed at ${delay} ms: ${p}`);
+          }
+          const again = await podmin(args);
+          const problem = await converged({
+            store,
+            command,
+            again,
+            victim,
+            variant,
+            image,
+            tag,
+            images,
+          });
+          if (problem) findings.add("re-run did not converge", `${what}: ${problem}`);
+          for (const p of await bucketProblems(store)) {
+            findings.add("after re-run", `${what}: ${p}`);
+          }
+        }
+      } finally {
+        await Deno.remove(tmp, { recursive: true });
+      }
+      console.log(
+        `  measured: ${[...durations].map(([c, ms]) => `${c} ${ms} ms`).join(", ")}; ` +
+          `${stats.kills} kill trials: ${stats.killed} killed mid-run, ${stats.finished} finished before the kill; ` +
+          `apply ${stats.byCommand.apply}, delete ${stats.byCommand.delete}, ` +
+          `push ${stats.byCommand.push}`,
+      );
+      return { name: this.name, tried, findings: findings.lines, ms: Date.now() - t0 };
+    },
+  };
+}
+
+/** Rewrites the layout's index.json to name both images (writeOciLayout keeps only the last). */
+async function fixIndex(
+  layout: string,
+  images: Record<string, { digest: string; mediaType: string }>,
+): Promise<void> {
+  const manifests = [];
+  for (const [ref, i] of Object.entries(images)) {
+    const size = (await Deno.stat(path.join(layout, "blobs", "sha256", i.digest.slice(7)))).size;
+    manifests.push({
+      mediaType: i.mediaType,
+      digest: i.digest,
+      size,
+      annotations: { "org.opencontainers.image.ref.name": ref },
+    });
+  }
+  await Deno.writeTextFile(
+    path.join(layout, "index.json"),
+    JSON.stringify({ schemaVersion: 2, manifests }),
+  );
+}
+
+/** What is wrong after the re-run, or undefined when it converged. */
+async function converged(o: {
+  store: ObjectStore;
+  command: Command;
+  again: Ran;
+  victim: string;
+  variant: "v1" | "v2";
+  image: "one" | "multi";
+  tag: string;
+  images: Record<string, { digest: string }>;
+}): Promise<string | undefined> {
+  const index = await readDeploymentIndex(o.store);
+  const entry = (name: string) =>
+    index.deployments.find((e) => e.namespace === "default" && e.name === name);
+  if (o.command === "delete") {
+    // A delete that completed before the kill makes the re-run's target absent.
+    if (o.again.code !== 0 && !/not found|does not exist|no deployment/i.test(o.again.stderr)) {
+      return `exit ${o.again.code}: ${o.again.stderr.trim()}`;
+    }
+    return entry(o.victim) ? `${o.victim} still in the index` : undefined;
+  }
+  if (o.again.code !== 0) return `exit ${o.again.code}: ${o.again.stderr.trim()}`;
+  if (o.command === "apply") {
+    for (const name of DEPLOYMENTS) {
+      const e = entry(name);
+      if (!e) return `${name} missing from the index`;
+      const spec = await readSpec(o.store, { kind: "Deployment", ref: e.spec });
+      const want = `registry.podmin.internal/apps/${name}:${o.variant === "v1" ? "1" : "2"}`;
+      const got = spec.spec.template.spec.containers[0].image;
+      if (got !== want) return `${name} has image ${got}, not ${want}`;
+    }
+    return undefined;
+  }
+  const got = await getIfExists(o.store, `apps/fuzz/_tags/${o.tag}`);
+  if (!got) return `tag ${o.tag} missing`;
+  const digest = `sha256:${sha256Hex(got.body)}`;
+  return digest === o.images[o.image].digest
+    ? undefined
+    : `tag ${o.tag} holds ${digest}, not ${o.images[o.image].digest}`;
+}
