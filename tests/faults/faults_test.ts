@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { envFuzz } from "./env_fuzz.ts";
 import { bucketObjectFuzz, resourceFuzz } from "./input_fuzz.ts";
+import { killAgentAttack } from "./kill_agent.ts";
 import { killCliAttack } from "./kill_cli.ts";
 import { outageAttack } from "./outage.ts";
 import { registryFuzz } from "./registry_fuzz.ts";
@@ -31,6 +32,16 @@ for (const backend of ["fs", "moto"] as const) {
     assert.deepEqual(report.findings, []);
   });
 }
+
+Deno.test("faults: kill9-agent (bounded subset: 8 trials)", async () => {
+  const report = await killAgentAttack({ trials: 8 }).run({
+    cases: 8,
+    seed: 12,
+    deadline: Date.now() + 50_000,
+  });
+  assert.ok(report.tried >= 5, `only ${report.tried} trials ran`);
+  assert.deepEqual(report.findings, []);
+});
 
 Deno.test("faults: bucket-outages (3 s each of refuse, reset, black-hole)", async () => {
   const attack = outageAttack(3_000);

@@ -8,6 +8,7 @@
 import type { Attack } from "./campaign.ts";
 import { envFuzz } from "./env_fuzz.ts";
 import { bucketObjectFuzz, resourceFuzz } from "./input_fuzz.ts";
+import { killAgentAttack } from "./kill_agent.ts";
 import { killCliAttack } from "./kill_cli.ts";
 import { outageAttack } from "./outage.ts";
 import { registryFuzz } from "./registry_fuzz.ts";
@@ -19,6 +20,7 @@ const ATTACKS: Attack[] = [
   envFuzz,
   killCliAttack("fs", { trials: 50 }),
   killCliAttack("moto", { trials: 50 }),
+  killAgentAttack({ trials: 40 }),
   outageAttack(60_000),
 ];
 
