@@ -1,7 +1,7 @@
 /**
  * Fuzzes vmconfig's strict env-file reader (`env_read` of lib/validate.sh, from VMCONFIG_ASSETS)
  * with generated files (`env_cases.ts`). One bash process checks a whole batch of files, printing
- * one verdict line per file, so thousands of cases take seconds. Findings: a valid file refused or
+ * one verdict line per file (each file in a subshell), so no case pays for a bash start. Findings: a valid file refused or
  * an invalid one accepted (by the oracle), an exit code other than 0/1 (a crash), stderr that is
  * not the validator's own log, no verdict within 5 s (a hang), or a file written outside the root.
  */

@@ -1,6 +1,8 @@
 /**
- * kill -9 of `podmin apply`, `podmin delete` and `podmin push` at seeded random moments across
- * each command's measured duration, on the filesystem store or on moto. After every kill the
+ * kill -9 of `podmin apply`, `podmin delete` and `podmin push` at seeded random moments — 0–20 ms
+ * after the test sees the command's first change to the bucket (the commands print no progress
+ * for small objects), or past the measured start-up across the rest of the measured run — on the
+ * filesystem store or on moto. After every kill the
  * bucket must be sound (`bucket_checks.ts`: indexes parse, specs exist with their digests, no
  * torn object, no tag pointing at a missing manifest or blob), and a re-run of the same command
  * must succeed and leave the state it asked for.
@@ -15,12 +17,12 @@ import { readSpec } from "../../core/spec_objects.ts";
 import { openStore } from "../../core/store_url.ts";
 import { moto } from "../support/moto.ts";
 import { writeOciLayout } from "../support/oci_image.ts";
-import { podmin, type Ran } from "../support/programs.ts";
+import { agent as runAgent, podmin, type Ran } from "../support/programs.ts";
 import { type Attack, Findings, Rand } from "./campaign.ts";
 import { bucketProblems } from "./bucket_checks.ts";
 import { killAfter } from "./kill_run.ts";
 
-const DEPLOYMENTS = ["web", "api", "worker", "cron"];
+const DEPLOYMENTS = Array.from({ length: 12 }, (_, i) => `app${i}`);
 
 function resources(tag: string): string {
   const docs = DEPLOYMENTS.map((name) =>
@@ -30,7 +32,7 @@ function resources(tag: string): string {
   );
   docs.push(
     "apiVersion: podmin.dev/v1\nkind: Service\nmetadata: {name: web}\n" +
-      "spec: {selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}\n",
+      "spec: {selector: {app: app0}, ports: [{port: 80, targetPort: 8080}]}\n",
   );
   return docs.join("---\n");
 }
@@ -82,7 +84,12 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
         one: await writeOciLayout({
           dir: layout,
           ref: "one",
-          platforms: [{ arch: "amd64", files: { "a.bin": noise(r, 3 << 20) } }],
+          platforms: [{
+            arch: "amd64",
+            files: Object.fromEntries(
+              Array.from({ length: 6 }, (_, i) => [`a${i}.bin`, noise(r, 1 << 20)]),
+            ),
+          }],
         }),
         multi: await writeOciLayout({
           dir: layout,
@@ -99,10 +106,13 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
       const stats = {
         kills: 0,
         killed: 0,
+        afterWrites: 0,
+        atWrite: 0,
         finished: 0,
         byCommand: { apply: 0, delete: 0, push: 0 },
       };
       const durations = new Map<Command, number>();
+      const startup = await startupMs();
       let tried = 0;
       try {
         for (; tried < Math.min(cases, options.trials) && Date.now() < deadline; tried++) {
@@ -137,14 +147,31 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
             }
             continue;
           }
-          const delay = Math.floor(d * (0.3 + 0.8 * r.next()));
-          const k = await killAfter(args, { ms: delay });
+          // A third of the trials: past the start-up, across the rest of the measured run.
+          // The others: 0–20 ms after the first change to the bucket is observed.
+          const delay = Math.floor(startup + (d - startup) * 1.2 * r.next());
+          const before = await fingerprint(store);
+          const observed = command !== "delete" && r.int(3) > 0;
+          const afterMs = r.int(20);
+          const k = await killAfter(args, {
+            ms: observed ? 10 * d : delay,
+            when: observed
+              ? { check: async () => await fingerprint(store) !== before, afterMs }
+              : undefined,
+          });
+          if (k.marked) stats.atWrite++;
           stats.kills++;
           if (k.killed) stats.killed++;
           else stats.finished++;
+          if (k.killed && await fingerprint(store) !== before) stats.afterWrites++;
           stats.byCommand[command]++;
           for (const p of await bucketProblems(store)) {
-            findings.add("after kill", `${what} killed at ${delay} ms: ${p}`);
+            findings.add(
+              "after kill",
+              `${what} killed ${
+                observed ? `${afterMs} ms after its first write` : `at ${delay} ms`
+              }: ${p}`,
+            );
           }
           const again = await podmin(args);
           const problem = await converged({
@@ -166,14 +193,37 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
         await Deno.remove(tmp, { recursive: true });
       }
       console.log(
-        `  measured: ${[...durations].map(([c, ms]) => `${c} ${ms} ms`).join(", ")}; ` +
-          `${stats.kills} kill trials: ${stats.killed} killed mid-run, ${stats.finished} finished before the kill; ` +
+        `  measured: start-up ${startup} ms, ${
+          [...durations].map(([c, ms]) => `${c} ${ms} ms`).join(", ")
+        }; ` +
+          `${stats.kills} kill trials: ${stats.killed} killed mid-run (${stats.afterWrites} of them ` +
+          `after changing the bucket; ${stats.atWrite} at an observed first write + 0–20 ms), ${stats.finished} finished before the kill; ` +
           `apply ${stats.byCommand.apply}, delete ${stats.byCommand.delete}, ` +
           `push ${stats.byCommand.push}`,
       );
       return { name: this.name, tried, findings: findings.lines, ms: Date.now() - t0 };
     },
   };
+}
+
+/** How long `podmin version` takes (start-up and module loading), the fastest of three runs. */
+export async function startupMs(agent = false): Promise<number> {
+  let best = Infinity;
+  for (let i = 0; i < 3; i++) {
+    const t0 = Date.now();
+    await (agent ? runAgent(["--help"]) : podmin(["version"]));
+    best = Math.min(best, Date.now() - t0);
+  }
+  return best;
+}
+
+/** The keys and ETags under the prefixes the commands write, as one string. */
+async function fingerprint(store: ObjectStore): Promise<string> {
+  const lines = [];
+  for (const prefix of ["deployments/", "services/", "apps/"]) {
+    for await (const info of store.list(prefix)) lines.push(`${info.key} ${info.etag}`);
+  }
+  return lines.sort().join("\n");
 }
 
 /** Rewrites the layout's index.json to name both images (writeOciLayout keeps only the last). */

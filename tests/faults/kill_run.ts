@@ -5,7 +5,7 @@ import { spawnProgram } from "../support/programs.ts";
 /** Whether the kill hit a running process, and whether the marker was seen first. */
 export interface KillOutcome {
   killed: boolean;
-  /** The marker's `count`-th occurrence was seen (and triggered the kill). */
+  /** The marker (or the `when` condition) was seen and triggered the kill. */
   marked: boolean;
 }
 
@@ -15,6 +15,8 @@ export interface KillOptions {
   ms: number;
   /** Kill as soon as the `count`-th stderr line containing `text` appears. */
   marker?: { text: string; count: number };
+  /** Kill `afterMs` after `check` (polled while the program runs) first returns true. */
+  when?: { check: () => Promise<boolean>; afterMs: number };
   agent?: boolean;
   env?: Record<string, string>;
 }
@@ -44,9 +46,18 @@ export async function killAfter(args: string[], options: KillOptions): Promise<K
       kill();
     })
     : Promise.resolve();
+  let running = true;
+  const poll = options.when
+    ? pollUntil(options.when, () => running, () => {
+      marked = true;
+      kill();
+    })
+    : Promise.resolve();
   const status = await child.status;
+  running = false;
   clearTimeout(timer);
   await watch;
+  await poll;
   return { killed: killed && status.signal === "SIGKILL", marked };
 }
 
@@ -64,5 +75,20 @@ async function watchStderr(
     for (const line of lines) {
       if (line.includes(marker.text) && ++seen === marker.count) onMarker();
     }
+  }
+}
+
+async function pollUntil(
+  when: { check: () => Promise<boolean>; afterMs: number },
+  running: () => boolean,
+  onTrue: () => void,
+): Promise<void> {
+  while (running()) {
+    if (await when.check()) {
+      await new Promise((r) => setTimeout(r, when.afterMs));
+      if (running()) onTrue();
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 2));
   }
 }
