@@ -12,6 +12,7 @@ import * as path from "node:path";
 import { moto, putParameter } from "../support/moto.ts";
 import { agent, nodeAgentArgs, podmin } from "../support/programs.ts";
 import { type Attack, Findings, Rand } from "./campaign.ts";
+import { startupMs } from "./kill_cli.ts";
 import { killAfter } from "./kill_run.ts";
 
 const DEPLOYMENTS = ["web", "api", "worker"];
@@ -114,6 +115,7 @@ export function killAgentAttack(options: { trials: number }): Attack {
       };
       let tag: "1" | "2" = "1";
       let duration = 0;
+      let startup = 0;
       let tried = 0;
       const stats = { killed: 0, finished: 0, atMarker: 0, linksMissing: 0 };
       try {
@@ -125,6 +127,7 @@ export function killAgentAttack(options: { trials: number }): Attack {
         const a0 = Date.now();
         const first = await agent(args);
         duration = Date.now() - a0;
+        startup = await startupMs(true);
         if (first.code !== 0) findings.add("first pass failed", first.stderr.trim().slice(-400));
         for (; tried < Math.min(cases, options.trials) && Date.now() < deadline; tried++) {
           const change = r.pick(["images", "values", "both"] as const);
@@ -143,11 +146,14 @@ export function killAgentAttack(options: { trials: number }): Attack {
               }
             }
           }
-          // Half the trials kill at the n-th value swap the agent logs, half at a random delay.
+          // Half the trials kill at the n-th value swap the agent logs, half at a random moment past
+          // the measured start-up.
           const marker = change !== "images" && r.int(2)
-            ? { text: "values generation swapped", count: 1 + r.int(4) }
+            ? { text: "values generation swapped", count: 1 + r.int(2) }
             : undefined;
-          const delay = marker ? 4 * duration : Math.floor(duration * (0.3 + 0.8 * r.next()));
+          const delay = marker
+            ? 4 * duration
+            : Math.floor(startup + Math.max(0, duration - startup) * 1.2 * r.next());
           const what = `trial ${tried} (seed ${seed}, ${change}) killed ` +
             (marker ? `at swap ${marker.count}` : `at ${delay} ms`);
           const k = await killAfter(args, { ms: delay, agent: true, marker });
@@ -183,7 +189,7 @@ export function killAgentAttack(options: { trials: number }): Attack {
         await Deno.remove(tmp, { recursive: true });
       }
       console.log(
-        `  a pass measured ${duration} ms; ${stats.killed} killed mid-pass, ` +
+        `  a pass measured ${duration} ms (start-up ${startup} ms); ${stats.killed} killed mid-pass, ` +
           `${stats.finished} finished before the kill; ${stats.atMarker} killed at a logged ` +
           `value swap; ${stats.linksMissing} <key> link(s) ` +
           `missing right after a kill (the spec's crash window; each re-run repaired them)`,

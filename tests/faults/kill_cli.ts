@@ -114,12 +114,18 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
       const durations = new Map<Command, number>();
       const startup = await startupMs();
       let tried = 0;
+      let current: "v1" | "v2" = "v1";
       try {
         for (; tried < Math.min(cases, options.trials) && Date.now() < deadline; tried++) {
           const command: Command = tried < 3
             ? (["apply", "push", "delete"] as const)[tried]
             : r.pick(["apply", "apply", "delete", "push"] as const);
-          const variant = r.pick(["v1", "v2"] as const);
+          const observed = command !== "delete" && r.int(3) > 0;
+          // A kill aimed at a write needs a command that writes: the other variant, and for
+          // half of the pushes an image store emptied first (so every blob is uploaded again).
+          const variant: "v1" | "v2" = observed
+            ? (current === "v1" ? "v2" : "v1")
+            : r.pick(["v1", "v2"] as const);
           const victim = r.pick(DEPLOYMENTS);
           const image = r.pick(["one", "multi"] as const);
           const tag = r.pick(["1", "2"]);
@@ -142,6 +148,7 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
             const ran = await podmin(args);
             d = Date.now() - c0;
             durations.set(command, d);
+            if (command === "apply") current = variant;
             if (ran.code !== 0 && command !== "delete") {
               findings.add("setup run failed", `${what}: ${ran.stderr.trim()}`);
             }
@@ -150,8 +157,10 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
           // A third of the trials: past the start-up, across the rest of the measured run.
           // The others: 0–20 ms after the first change to the bucket is observed.
           const delay = Math.floor(startup + (d - startup) * 1.2 * r.next());
+          if (command === "push" && r.int(2)) {
+            for await (const info of store.list("apps/")) await store.delete(info.key);
+          }
           const before = await fingerprint(store);
-          const observed = command !== "delete" && r.int(3) > 0;
           const afterMs = r.int(20);
           const k = await killAfter(args, {
             ms: observed ? 10 * d : delay,
@@ -185,6 +194,7 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
             images,
           });
           if (problem) findings.add("re-run did not converge", `${what}: ${problem}`);
+          if (command === "apply") current = variant;
           for (const p of await bucketProblems(store)) {
             findings.add("after re-run", `${what}: ${p}`);
           }
