@@ -159,7 +159,7 @@ export function killAgentAttack(options: { trials: number }): Attack {
           const k = await killAfter(args, { ms: delay, agent: true, marker });
           if (k.killed) stats.killed++;
           else stats.finished++;
-          if (k.marked) stats.atMarker++;
+          if (k.marked && k.killed) stats.atMarker++;
           for (const p of await tornFiles({ base, everSet })) {
             findings.add("after kill", `${what}: ${p}`);
           }

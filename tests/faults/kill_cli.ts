@@ -168,7 +168,7 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
               ? { check: async () => await fingerprint(store) !== before, afterMs }
               : undefined,
           });
-          if (k.marked) stats.atWrite++;
+          if (k.marked && k.killed) stats.atWrite++;
           stats.kills++;
           if (k.killed) stats.killed++;
           else stats.finished++;
