@@ -85,7 +85,9 @@ const LAYERS: Layer[] = [
     schema: "schema_user_data",
     kind: "node",
     keys: [
-      { key: "PODMIN_KIND", required: true, good: ["node"], bad: ["nat", "Node", "vm"] },
+      // env_read checks the type (node or nat); configure.sh picks the schema from the file's own
+      // PODMIN_KIND, so "nat" under the node schema is valid here.
+      { key: "PODMIN_KIND", required: true, good: ["node", "nat"], bad: ["Node", "vm", "nat "] },
       { key: "PODMIN_CLUSTER", required: true, ...DNS_LABEL },
       {
         key: "PODMIN_BUCKET",
