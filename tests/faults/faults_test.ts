@@ -1,7 +1,10 @@
 /** The fault campaign's bounded subset in the test suite: every attack, fewer cases, a fixed seed. */
 
 import assert from "node:assert/strict";
+import { envFuzz } from "./env_fuzz.ts";
 import { bucketObjectFuzz, resourceFuzz } from "./input_fuzz.ts";
+import { killAgentAttack } from "./kill_agent.ts";
+import { killCliAttack } from "./kill_cli.ts";
 import { outageAttack } from "./outage.ts";
 import { registryFuzz } from "./registry_fuzz.ts";
 
@@ -13,6 +16,32 @@ for (const attack of [registryFuzz, resourceFuzz, bucketObjectFuzz]) {
     assert.deepEqual(report.findings, []);
   });
 }
+
+Deno.test("faults: vmconfig-env (bounded subset: 600 files)", async () => {
+  const report = await envFuzz.run({ cases: 600, seed: 12, deadline: Date.now() + 45_000 });
+  console.log(`  ${envFuzz.name}: tried ${report.tried} in ${report.ms} ms`);
+  assert.ok(report.tried >= 600, `only ${report.tried} cases ran`);
+  assert.deepEqual(report.findings, []);
+});
+
+for (const backend of ["fs", "moto"] as const) {
+  Deno.test(`faults: kill9-cli-${backend} (bounded subset: 9 trials)`, async () => {
+    const attack = killCliAttack(backend, { trials: 9 });
+    const report = await attack.run({ cases: 9, seed: 12, deadline: Date.now() + 50_000 });
+    assert.ok(report.tried >= 6, `only ${report.tried} trials ran`);
+    assert.deepEqual(report.findings, []);
+  });
+}
+
+Deno.test("faults: kill9-agent (bounded subset: 8 trials)", async () => {
+  const report = await killAgentAttack({ trials: 8 }).run({
+    cases: 8,
+    seed: 12,
+    deadline: Date.now() + 50_000,
+  });
+  assert.ok(report.tried >= 5, `only ${report.tried} trials ran`);
+  assert.deepEqual(report.findings, []);
+});
 
 Deno.test("faults: bucket-outages (3 s each of refuse, reset, black-hole)", async () => {
   const attack = outageAttack(3_000);

@@ -1,16 +1,28 @@
 /**
  * `deno task faults`: runs every attack of the fault campaign at full size (10,000 cases each,
  * `FAULT_CASES` overrides; the outages are 60 s each of refuse, reset and black-hole, against
- * moto), bounded in time (`FAULT_SECONDS` per attack, default 300), printing
+ * moto; the kill -9 attacks run at most their own trial counts), bounded in time (`FAULT_SECONDS` per attack, default 300), printing
  * what each tried and what it found. Exits 1 when anything was found. `FAULT_SEED` replays a run.
  */
 
 import type { Attack } from "./campaign.ts";
+import { envFuzz } from "./env_fuzz.ts";
 import { bucketObjectFuzz, resourceFuzz } from "./input_fuzz.ts";
+import { killAgentAttack } from "./kill_agent.ts";
+import { killCliAttack } from "./kill_cli.ts";
 import { outageAttack } from "./outage.ts";
 import { registryFuzz } from "./registry_fuzz.ts";
 
-const ATTACKS: Attack[] = [registryFuzz, resourceFuzz, bucketObjectFuzz, outageAttack(60_000)];
+const ATTACKS: Attack[] = [
+  registryFuzz,
+  resourceFuzz,
+  bucketObjectFuzz,
+  envFuzz,
+  killCliAttack("fs", { trials: 50 }),
+  killCliAttack("moto", { trials: 50 }),
+  killAgentAttack({ trials: 40 }),
+  outageAttack(60_000),
+];
 
 const cases = Number(Deno.env.get("FAULT_CASES") ?? 10_000);
 const seconds = Number(Deno.env.get("FAULT_SECONDS") ?? 300);

@@ -52,6 +52,23 @@ export function spawnAgent(args: string[], env?: Record<string, string>): Deno.C
   }).spawn();
 }
 
+/**
+ * Starts `podmin ARGS…` (or `podmin-agent` with `agent: true`) without waiting; stdout is
+ * discarded, stderr too unless `stderr: "piped"`.
+ */
+export function spawnProgram(
+  args: string[],
+  options: { agent?: boolean; env?: Record<string, string>; stderr?: "piped" | "null" } = {},
+): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", `${root}${options.agent ? "agent" : "cli"}/main.ts`, ...args],
+    env: options.env,
+    stdin: "null",
+    stdout: "null",
+    stderr: options.stderr ?? "null",
+  }).spawn();
+}
+
 /** Polls `check` until it returns true or `timeoutMs` passes. */
 export async function waitFor(
   what: string,
