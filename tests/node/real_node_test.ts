@@ -157,6 +157,39 @@ testWith(
         timeoutMs,
       );
 
+    /** Applies a one-container Deployment of an image under apps/. */
+    const applyDeployment = async (d: { name: string; image: string; command?: string[] }) => {
+      const file = path.join(work, `${d.name}.yaml`);
+      await Deno.writeTextFile(
+        file,
+        `apiVersion: podmin.dev/v1
+kind: Deployment
+metadata:
+  name: ${d.name}
+spec:
+  nodeGroup: default
+  template:
+    spec:
+      containers:
+        - name: ${d.name}
+          image: ${REGISTRY_HOSTNAME}/apps/${d.image}
+${d.command ? `          command: ${JSON.stringify(d.command)}\n` : ""}`,
+      );
+      const applied = await podmin(["--bucket", bucket, "apply", "-f", file], env);
+      assert.equal(applied.code, 0, applied.stderr);
+    };
+    /** Polls `podmin local status` until its output matches; returns that output. */
+    const statusMatching = async (re: RegExp): Promise<string> => {
+      let out = "";
+      await waitFor(`local status matching ${re}`, async () => {
+        out = (await podmin(["local", "status", "--state-dir", stateDir], env)).stdout;
+        return re.test(out);
+      }, 90_000).catch((e) => {
+        throw new Error(`${e.message}\n${out}`);
+      });
+      return out;
+    };
+
     try {
       await t.step("images: a pause image mirrored from a registry, the app pushed", async () => {
         const pause = await writePauseImageLayout({
@@ -360,37 +393,10 @@ spec:
       await t.step(
         "a Pod whose image cannot be pulled: status names it with kubelet's own message",
         async () => {
-          await Deno.writeTextFile(
-            path.join(work, "broken.yaml"),
-            `apiVersion: podmin.dev/v1
-kind: Deployment
-metadata:
-  name: broken
-spec:
-  nodeGroup: default
-  template:
-    spec:
-      containers:
-        - name: broken
-          image: ${REGISTRY_HOSTNAME}/apps/missing:1.0
-`,
+          await applyDeployment({ name: "broken", image: "missing:1.0" });
+          const out = await statusMatching(
+            /broken-podmin-local: .*(missing|not found|ErrImagePull|pull)/i,
           );
-          const applied = await podmin([
-            "--bucket",
-            bucket,
-            "apply",
-            "-f",
-            path.join(work, "broken.yaml"),
-          ], env);
-          assert.equal(applied.code, 0, applied.stderr);
-          let out = "";
-          await waitFor("status to name the pull failure", async () => {
-            const st = await podmin(["local", "status", "--state-dir", stateDir], env);
-            out = st.stdout;
-            return /broken-podmin-local: .*(missing|not found|ErrImagePull|pull)/i.test(st.stdout);
-          }, 90_000).catch((e) => {
-            throw new Error(`${e.message}\n${out}`);
-          });
           console.error(out);
           assert.match(out, /^default\s+hello-podmin-local\s+Running\s+fd00:706d:6e:1::/m, out);
           const deleted = await podmin(["--bucket", bucket, "delete", "deployment", "broken"], env);
@@ -402,37 +408,8 @@ spec:
         const ptp = path.join(stateDir, "node/opt/cni/bin/ptp");
         await Deno.rename(ptp, `${ptp}.off`);
         try {
-          await Deno.writeTextFile(
-            path.join(work, "nonet.yaml"),
-            `apiVersion: podmin.dev/v1
-kind: Deployment
-metadata:
-  name: nonet
-spec:
-  nodeGroup: default
-  template:
-    spec:
-      containers:
-        - name: nonet
-          image: ${REGISTRY_HOSTNAME}/apps/hello:1.0
-          command: ["/hello"]
-`,
-          );
-          const applied = await podmin([
-            "--bucket",
-            bucket,
-            "apply",
-            "-f",
-            path.join(work, "nonet.yaml"),
-          ], env);
-          assert.equal(applied.code, 0, applied.stderr);
-          let out = "";
-          await waitFor("status to name the CNI failure", async () => {
-            out = (await podmin(["local", "status", "--state-dir", stateDir], env)).stdout;
-            return /^ {2}nonet-podmin-local: .*ptp/m.test(out);
-          }, 90_000).catch((e) => {
-            throw new Error(`${e.message}\n${out}`);
-          });
+          await applyDeployment({ name: "nonet", image: "hello:1.0", command: ["/hello"] });
+          const out = await statusMatching(/^ {2}nonet-podmin-local: .*ptp/m);
           console.error(out);
           assert.match(out, /^default\s+nonet-podmin-local\s+NoSandbox/m);
         } finally {
