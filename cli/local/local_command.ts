@@ -125,9 +125,8 @@ async function desiredPods(
 }
 
 /** kubelet's last log line about a Pod that reports an error (image pulls, CNI, config). */
-async function kubeletProblem(log: string, podName: string): Promise<string | undefined> {
-  const text = await Deno.readTextFile(log).catch(() => "");
-  const lines = text.split("\n").filter((l) =>
+function kubeletProblem(logText: string, podName: string): string | undefined {
+  const lines = logText.split("\n").filter((l) =>
     l.includes(podName) && /error|failed|back-off|ErrImagePull/i.test(l)
   );
   const last = lines.at(-1);
@@ -180,8 +179,12 @@ async function podRows(o: {
       rows.push({ name, namespace: d.namespace, state: "NoSandbox", ip: "-", containers: "-" });
     }
   }
-  for (const r of rows) {
-    if (r.state !== "Running") r.problem = await kubeletProblem(o.kubeletLog, r.name);
+  if (rows.some((r) => r.state !== "Running")) {
+    // One read of kubelet's log serves every Pod that is not running.
+    const logText = await Deno.readTextFile(o.kubeletLog).catch(() => "");
+    for (const r of rows) {
+      if (r.state !== "Running") r.problem = kubeletProblem(logText, r.name);
+    }
   }
   return rows;
 }

@@ -29,6 +29,13 @@ const NODE_BINS = ["containerd-v2.1.5", "kubelet-v1.37.2", "crictl-v1.34.0"].map
 );
 const CLUSTER = "nodetest";
 const LINE = "hello from a podmin node";
+/** podmin-agent from this source tree, as `podmin local` runs it from source. */
+const AGENT_COMMAND = [
+  Deno.execPath(),
+  "run",
+  "--allow-all",
+  new URL("../../agent/main.ts", import.meta.url).pathname,
+];
 
 /** A static program: prints LINE and its values, then waits; `cat FILE` prints a file. */
 const APP_C = `#include <stdio.h>
@@ -99,12 +106,7 @@ testWith(
       stateDir,
       bucket,
       binaries,
-      agentCommand: [
-        Deno.execPath(),
-        "run",
-        "--allow-all",
-        new URL("../../agent/main.ts", import.meta.url).pathname,
-      ],
+      agentCommand: AGENT_COMMAND,
       cluster: CLUSTER,
       nodeGroup: "default",
       podPrefix: "fd00:706d:6e:1::/80",
@@ -475,12 +477,7 @@ testWith(
         localUp({
           stateDir,
           binaries: await resolveBinaries({ binDirs: NODE_BINS }),
-          agentCommand: [
-            Deno.execPath(),
-            "run",
-            "--allow-all",
-            new URL("../../agent/main.ts", import.meta.url).pathname,
-          ],
+          agentCommand: AGENT_COMMAND,
           cluster: CLUSTER,
           nodeGroup: "default",
           podPrefix: "fd00:706d:6e:2::/80",
