@@ -6,19 +6,15 @@
  * OpenTofu state. Teardown keeps them; destroy deletes them.
  */
 
-import "reflect-metadata";
-import {
-  BasicConstraintsExtension,
-  KeyUsageFlags,
-  KeyUsagesExtension,
-  PemConverter,
-  X509CertificateGenerator,
-} from "@peculiar/x509";
 import { DeleteParameterCommand, PutParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
+import {
+  certificatesPem,
+  createCaCertificate,
+  generateKeyPair,
+  privateKeyPem,
+} from "../../core/certificates.ts";
 import { PodminError } from "../../core/errors.ts";
 import { clusterCaName, workloadCaKeyName } from "../../core/provider_names.ts";
-
-const ALG = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" } as const;
 
 /** What happened to each parameter. */
 export interface CaResult {
@@ -26,32 +22,16 @@ export interface CaResult {
   outcome: "created" | "kept";
 }
 
-async function exportKeyPem(key: CryptoKey): Promise<string> {
-  const pkcs8 = await crypto.subtle.exportKey("pkcs8", key);
-  return PemConverter.encode(pkcs8, "PRIVATE KEY");
-}
-
 /** A new self-signed CA certificate and key, PEM, in memory. */
 export async function newCaPem(
   commonName: string,
   years = 10,
 ): Promise<{ certPem: string; keyPem: string }> {
-  const keys = await crypto.subtle.generateKey(ALG, true, ["sign", "verify"]) as CryptoKeyPair;
+  const keys = await generateKeyPair();
   const notBefore = new Date(Date.now() - 5 * 60_000);
   const notAfter = new Date(notBefore.getTime() + years * 365 * 24 * 3600_000);
-  const cert = await X509CertificateGenerator.createSelfSigned({
-    serialNumber: crypto.randomUUID().replaceAll("-", ""),
-    name: `CN=${commonName}`,
-    notBefore,
-    notAfter,
-    keys,
-    signingAlgorithm: ALG,
-    extensions: [
-      new BasicConstraintsExtension(true, 1, true),
-      new KeyUsagesExtension(KeyUsageFlags.keyCertSign | KeyUsageFlags.cRLSign, true),
-    ],
-  });
-  return { certPem: cert.toString("pem"), keyPem: await exportKeyPem(keys.privateKey) };
+  const cert = await createCaCertificate({ keys, commonName, notBefore, notAfter });
+  return { certPem: certificatesPem([cert]), keyPem: await privateKeyPem(keys.privateKey) };
 }
 
 async function putIfMissing(
@@ -91,7 +71,7 @@ export async function ensureClusterCas(
     await putIfMissing(
       ssm,
       workloadCaKeyName(cluster),
-      async () => (await newCaPem(`podmin workload CA key ${cluster}`)).keyPem,
+      async () => await privateKeyPem((await generateKeyPair()).privateKey),
       "Podmin workload CA private key (agents issue Pod certificates with it)",
     ),
     await putIfMissing(
