@@ -11,7 +11,7 @@ import {
 import { parseDuration } from "../core/duration.ts";
 import { UsageError } from "../core/errors.ts";
 import { createLogger, type Logger } from "../core/log.ts";
-import { checkClusterId, checkNodeGroup } from "../core/names.ts";
+import { checkClusterId, checkNodeGroup, checkNodeId } from "../core/names.ts";
 import type { ObjectStore } from "../core/object_store.ts";
 import { defaultRegion, openStore } from "../core/store_url.ts";
 import { DeploymentsLoop } from "./deployments/deployments_loop.ts";
@@ -62,6 +62,13 @@ Flags:
   --once                    one full pass; exit 0 when converged, 1 with the reasons otherwise
   --provider aws            cloud provider (only aws)
   --ipv6-prefix PREFIX      the node's delegated Pod prefix (used by the dataplane)
+  --node-id ID              this node's id, a DNS label (default: the host name; the
+                            EC2 instance id on nodes); names it in leases and records
+  --workload-ca-key SOURCE  the workload CA key: "ssm" (default,
+                            /<cluster>/_system/workload-ca-key), "file:PATH" (a PEM on
+                            tmpfs, as podmin local uses) or "off" (no Pod certificates)
+  --workload-ca-publish URL publish every retained workload CA certificate as PEM to
+                            this exact s3://BUCKET/KEY before CA promotion
   --registry-listen ADDR    serve the loopback registry here (default ${REGISTRY_LISTEN});
                             "off" disables it; not started with --once; loopback only
   --registry-allow-non-loopback
@@ -82,6 +89,9 @@ Example:
     once: { type: "boolean", default: false },
     provider: { type: "string", default: "aws" },
     "ipv6-prefix": { type: "string" },
+    "node-id": { type: "string" },
+    "workload-ca-key": { type: "string", default: "ssm" },
+    "workload-ca-publish": { type: "string" },
     "registry-listen": { type: "string", default: REGISTRY_LISTEN },
     "registry-allow-non-loopback": { type: "boolean", default: false },
   },
@@ -159,6 +169,9 @@ function runFlags(ctx: CommandContext) {
   return {
     cluster,
     nodeGroup,
+    nodeId: checkNodeId(stringFlag(ctx, "node-id") ?? defaultNodeId()),
+    workloadCaKey: parseCaKeyFlag(stringFlag(ctx, "workload-ca-key") ?? "ssm"),
+    workloadCaPublish: optionalS3ObjectUrl(ctx, "workload-ca-publish"),
     intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
     region: stringFlag(ctx, "region") ?? defaultRegion(),
     manifestDir: stringFlag(ctx, "manifest-dir") ?? DEFAULTS.manifestDir,
@@ -169,6 +182,37 @@ function runFlags(ctx: CommandContext) {
     once: booleanFlag(ctx, "once"),
     registryListen,
   };
+}
+
+/** The host name as a node id (lowercase, first label). */
+function defaultNodeId(): string {
+  return Deno.hostname().toLowerCase().split(".")[0];
+}
+
+/** `--workload-ca-key`: where the workload CA key comes from. */
+export type CaKeyFlag = { kind: "ssm" } | { kind: "file"; path: string } | { kind: "off" };
+
+function parseCaKeyFlag(value: string): CaKeyFlag {
+  if (value === "ssm" || value === "off") return { kind: value };
+  if (value.startsWith("file:") && value.length > 5 && value.slice(5).startsWith("/")) {
+    return { kind: "file", path: value.slice(5) };
+  }
+  throw new UsageError(`--workload-ca-key ${JSON.stringify(value)} is not a key source`, {
+    hint: 'use "ssm", "file:/run/…/workload-ca-key.pem" (absolute path) or "off"',
+  });
+}
+
+/** An optional exact `s3://BUCKET/KEY` flag. */
+function optionalS3ObjectUrl(ctx: CommandContext, flag: string): string | undefined {
+  const value = stringFlag(ctx, flag);
+  if (value === undefined) return undefined;
+  const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/(.+)$/.exec(value);
+  if (!m || m[2].endsWith("/")) {
+    throw new UsageError(`--${flag} ${JSON.stringify(value)} is not an exact s3://BUCKET/KEY`, {
+      hint: "name one object, e.g. s3://my-trust-bundles/podmin/prod.pem",
+    });
+  }
+  return value;
 }
 
 /** `--once`: one deployments pass, its status written; 0 when converged. */

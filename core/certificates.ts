@@ -29,7 +29,13 @@ import {
   X509CertificateGenerator,
 } from "@peculiar/x509";
 import { PodminError } from "./errors.ts";
-import { checkClusterId, checkNamespace, checkNodeGroup, checkObjectName } from "./names.ts";
+import {
+  checkClusterId,
+  checkNamespace,
+  checkNodeGroup,
+  checkNodeId,
+  checkObjectName,
+} from "./names.ts";
 
 /** Key and signature algorithm of every Podmin key and certificate. */
 export const KEY_ALGORITHM = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" } as const;
@@ -157,14 +163,6 @@ export function identityUri(identity: LeafIdentity): string {
         checkNodeId(identity.node)
       }`;
   }
-}
-
-/** A node id (EC2 instance id or a host name): a DNS label. */
-function checkNodeId(node: string): string {
-  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(node)) {
-    throw new CertificateError(`node id ${JSON.stringify(node)} is not a lowercase DNS label`);
-  }
-  return node;
 }
 
 /** Options of `issueLeaf`. */
