@@ -10,9 +10,15 @@ import { checkSize, LIMITS } from "../../core/limits.ts";
 import type { Logger } from "../../core/log.ts";
 import { valueName } from "../../core/provider_names.ts";
 import type { Deployment } from "../../core/resources.ts";
-import { POD_DIR_PATTERN, podDirName } from "../pod_dir.ts";
+import { podDirName } from "../pod_dir.ts";
 import type { ValueProvider } from "./value_provider.ts";
-import { readGeneration, repairLayout, writeGeneration } from "./value_generations.ts";
+import {
+  ensurePrivateRoot,
+  prunePodDirs,
+  readGeneration,
+  repairLayout,
+  writeGeneration,
+} from "../pod_generations.ts";
 
 /** Options of `SecretsSync`. */
 export interface SecretsSyncOptions {
@@ -61,36 +67,17 @@ export class SecretsSync {
     const withSecrets = deployments.filter((d) => d.spec.secrets?.length);
     if (!withSecrets.length) return result;
     try {
-      await this.#ensureSecretsDir();
+      await ensurePrivateRoot({
+        dir: this.#options.secretsDir,
+        what: "values",
+        log: this.#options.log,
+      });
     } catch (err) {
       result.errors.push(`values directory ${this.#options.secretsDir}: ${(err as Error).message}`);
       return result;
     }
     await Promise.all(withSecrets.map((d) => this.#syncOne(d, now, result)));
     return result;
-  }
-
-  /**
-   * Creates `--secrets-dir` when absent and enforces its mode (0700) and owner (the agent's user,
-   * root on a node) on every pass: an existing 0755 directory would expose every value.
-   */
-  async #ensureSecretsDir(): Promise<void> {
-    const dir = this.#options.secretsDir;
-    await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
-    const st = await Deno.stat(dir);
-    const uid = Deno.uid();
-    const gid = Deno.gid();
-    if (uid !== null && gid !== null && (st.uid !== uid || st.gid !== gid)) {
-      await Deno.chown(dir, uid, gid);
-      this.#options.log.warn("values directory owner repaired", { dir, uid: st.uid, gid: st.gid });
-    }
-    if ((st.mode! & 0o7777) !== 0o700) {
-      await Deno.chmod(dir, 0o700);
-      this.#options.log.warn("values directory mode repaired", {
-        dir,
-        mode: (st.mode! & 0o7777).toString(8),
-      });
-    }
   }
 
   async #syncOne(d: Deployment, now: number, result: SecretsResult): Promise<void> {
@@ -153,21 +140,7 @@ export class SecretsSync {
    * manifests were converged, so a Pod never loses its values while running.
    */
   async prune(keep: Set<string>): Promise<void> {
-    const wanted = new Set(
-      [...keep].map((ref) => podDirName(...(ref.split("/") as [string, string]))),
-    );
-    let entries: Deno.DirEntry[];
-    try {
-      entries = await Array.fromAsync(Deno.readDir(this.#options.secretsDir));
-    } catch (err) {
-      if (err instanceof Deno.errors.NotFound) return;
-      throw err;
-    }
-    for (const e of entries) {
-      if (e.isDirectory && POD_DIR_PATTERN.test(e.name) && !wanted.has(e.name)) {
-        await Deno.remove(path.join(this.#options.secretsDir, e.name), { recursive: true });
-      }
-    }
+    await prunePodDirs(this.#options.secretsDir, keep);
     for (const ref of [...this.#state.keys()]) if (!keep.has(ref)) this.#state.delete(ref);
   }
 }

@@ -4,7 +4,7 @@ import {
   repairLayout,
   UnexpectedEntryError,
   writeGeneration,
-} from "./value_generations.ts";
+} from "./pod_generations.ts";
 
 const v = (o: Record<string, string>) =>
   new Map(Object.entries(o).map(([k, s]) => [k, new TextEncoder().encode(s)]));

@@ -15,7 +15,9 @@
  */
 
 import * as path from "node:path";
-import { PodminError } from "../../core/errors.ts";
+import { PodminError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { POD_DIR_PATTERN, podDirName } from "./pod_dir.ts";
 
 const GEN_PREFIX = "..gen-";
 
@@ -181,4 +183,49 @@ export async function repairLayout(dir: string): Promise<string[]> {
     }
   }
   return repaired;
+}
+
+/**
+ * Creates a per-Pod root (`--secrets-dir`, `--tls-dir`) when absent and enforces its mode (0700)
+ * and owner (the agent's user, root on a node) on every call: an existing 0755 directory would
+ * expose every Pod's files. Repairs are logged.
+ */
+export async function ensurePrivateRoot(
+  options: { dir: string; what: string; log: Logger },
+): Promise<void> {
+  const { dir, what, log } = options;
+  await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+  const st = await Deno.stat(dir);
+  const uid = Deno.uid();
+  const gid = Deno.gid();
+  if (uid !== null && gid !== null && (st.uid !== uid || st.gid !== gid)) {
+    await Deno.chown(dir, uid, gid);
+    log.warn(`${what} directory owner repaired`, { dir, uid: st.uid, gid: st.gid });
+  }
+  if ((st.mode! & 0o7777) !== 0o700) {
+    await Deno.chmod(dir, 0o700);
+    log.warn(`${what} directory mode repaired`, { dir, mode: (st.mode! & 0o7777).toString(8) });
+  }
+}
+
+/**
+ * Removes the per-Pod directories under `root` of Pods not in `keep` (`namespace/name`); only
+ * real directories whose names match the owned pattern are touched.
+ */
+export async function prunePodDirs(root: string, keep: Set<string>): Promise<void> {
+  const wanted = new Set(
+    [...keep].map((ref) => podDirName(...(ref.split("/") as [string, string]))),
+  );
+  let entries: Deno.DirEntry[];
+  try {
+    entries = await Array.fromAsync(Deno.readDir(root));
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return;
+    throw err;
+  }
+  for (const e of entries) {
+    if (e.isDirectory && POD_DIR_PATTERN.test(e.name) && !wanted.has(e.name)) {
+      await Deno.remove(path.join(root, e.name), { recursive: true });
+    }
+  }
 }
