@@ -19,6 +19,8 @@ import { SecretsSync } from "./secrets/secrets_sync.ts";
 import { Loop } from "./loop.ts";
 import { type AgentStatus, readStatus, writeStatus } from "./deployments/status.ts";
 import { AwsValueProvider } from "./secrets/value_provider.ts";
+import { type CaKeySource, fileCaKey, ssmCaKey } from "./identity/ca_key.ts";
+import { PodCertificates } from "./identity/pod_certificates.ts";
 import { REGISTRY_LISTEN } from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
 import { parseListen, serveRegistry } from "../registry/server.ts";
@@ -100,6 +102,8 @@ Example:
     const { cluster, nodeGroup, intervalMs, region, stateDir } = f;
     const store = openStore(bucketUrl(ctx), { region, retry: AGENT_RETRY });
     const log = createLogger("agent");
+    const provider = new AwsValueProvider({ region });
+    const caKey = caKeySource({ flag: f.workloadCaKey, provider, cluster });
     const deployments = new DeploymentsLoop({
       store,
       nodeGroup,
@@ -109,10 +113,12 @@ Example:
       secrets: new SecretsSync({
         cluster,
         secretsDir: f.secretsDir,
-        provider: new AwsValueProvider({ region }),
+        provider,
         refreshMs: f.secretsIntervalMs,
         log,
       }),
+      identity: caKey &&
+        new PodCertificates({ cluster, tlsDir: f.tlsDir, store, caKey, log }),
       log,
     });
     if (f.once) return await runOnce({ ctx, deployments, stateDir });
@@ -200,6 +206,18 @@ function parseCaKeyFlag(value: string): CaKeyFlag {
   throw new UsageError(`--workload-ca-key ${JSON.stringify(value)} is not a key source`, {
     hint: 'use "ssm", "file:/run/…/workload-ca-key.pem" (absolute path) or "off"',
   });
+}
+
+/** The workload CA key source of `--workload-ca-key`, or undefined for "off". */
+function caKeySource(options: {
+  flag: CaKeyFlag;
+  provider: AwsValueProvider;
+  cluster: string;
+}): CaKeySource | undefined {
+  const { flag } = options;
+  if (flag.kind === "off") return undefined;
+  if (flag.kind === "file") return fileCaKey(flag.path);
+  return ssmCaKey({ provider: options.provider, cluster: options.cluster });
 }
 
 /** An optional exact `s3://BUCKET/KEY` flag. */

@@ -32,7 +32,7 @@ echo
 echo "== podmin-agent run --once   (NodeGroup default, node dirs under $dir/node)"
 agent run --bucket "$bucket" --cluster demo --nodegroup default \
   --manifest-dir "$dir/node/manifests" --secrets-dir "$dir/node/secrets" \
-  --tls-dir "$dir/node/tls" --state-dir "$dir/node/state" --once 2>/dev/null
+  --tls-dir "$dir/node/tls" --state-dir "$dir/node/state" --workload-ca-key off --once 2>/dev/null
 agent status --state-dir "$dir/node/state"
 echo
 echo "== kubelet static Pod manifest written by the agent"

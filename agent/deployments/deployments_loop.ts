@@ -25,6 +25,7 @@ import { readSpec } from "../../core/spec_objects.ts";
 import { ErrorLog } from "../error_log.ts";
 import { ManifestDir } from "./manifest_dir.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
+import type { PodCertificates } from "../identity/pod_certificates.ts";
 import { manifestBytes, manifestFileName, renderStaticPod } from "./static_pod.ts";
 import type { AgentStatus } from "./status.ts";
 
@@ -36,6 +37,8 @@ export interface DeploymentsLoopOptions {
   secretsDir: string;
   tlsDir: string;
   secrets: SecretsSync;
+  /** Pod certificates; without it (`--workload-ca-key off`) Pods get no certificate. */
+  identity?: PodCertificates;
   log: Logger;
 }
 
@@ -102,6 +105,9 @@ export class DeploymentsLoop {
     // 3. Provider values; a Deployment is written only once its values exist.
     const secrets = await this.#options.secrets.sync(ready.map((r) => r.deployment));
     errors.push(...secrets.errors);
+    // 3b. Workload certificates; a Deployment is written only once its certificate is valid.
+    const identity = await this.#options.identity?.sync(ready.map((r) => r.deployment));
+    if (identity) errors.push(...identity.errors);
 
     // 4. Render and converge the directory.
     const desired = new Map<string, Uint8Array>();
@@ -111,6 +117,12 @@ export class DeploymentsLoop {
       if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
         keep.add(file);
         pending.push({ deployment: ref, reason: "declared values not fetched yet" });
+        continue;
+      }
+      if (identity && !identity.ready.has(ref)) {
+        // A running Pod keeps its manifest (and its last certificate); a new one waits.
+        keep.add(file);
+        pending.push({ deployment: ref, reason: "no valid workload certificate yet" });
         continue;
       }
       const pod = renderStaticPod({
@@ -182,6 +194,7 @@ export class DeploymentsLoop {
         );
       }
       await this.#options.secrets.prune(options.keepValues);
+      await this.#options.identity?.prune(options.keepValues);
     } catch (err) {
       errors.push(`writing ${manifestDir}: ${(err as Error).message}`);
     }
@@ -232,6 +245,7 @@ export class DeploymentsLoop {
       pending,
       errors,
       converged: errors.length === 0 && pending.length === 0,
+      ...(this.#options.identity ? { certificates: this.#options.identity.status() } : {}),
     };
   }
 }

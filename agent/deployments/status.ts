@@ -21,6 +21,8 @@ export interface AgentStatus {
   /** Errors of the last pass; empty when converged. */
   errors: string[];
   converged: boolean;
+  /** The Pods' current workload certificates (absent with `--workload-ca-key off`). */
+  certificates?: { deployment: string; notAfter: string; renewAt: string; issuer: string }[];
 }
 
 /** The status file path under a state directory. */

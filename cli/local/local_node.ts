@@ -322,6 +322,7 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
         "--manifest-dir=/etc/podmin/manifests",
         "--secrets-dir=/run/podmin/secrets",
         "--tls-dir=/run/podmin/tls",
+        "--workload-ca-key=off",
         "--state-dir=/run/podmin/agent",
         `--registry-listen=127.0.0.1:${state.registryPort}`,
         `--interval=${o.interval ?? "2s"}`,

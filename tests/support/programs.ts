@@ -82,8 +82,13 @@ export async function waitFor(
   }
 }
 
-/** `podmin-agent run` flags for a test node whose directories all live under `base`. */
-export function nodeAgentArgs(o: { bucket: string; nodeGroup: string; base: string }): string[] {
+/**
+ * `podmin-agent run` flags for a test node whose directories all live under `base`. Workload
+ * certificates are off unless `caKeyFile` names the workload CA key (tests/identity covers them).
+ */
+export function nodeAgentArgs(
+  o: { bucket: string; nodeGroup: string; base: string; caKeyFile?: string },
+): string[] {
   return [
     "run",
     "--bucket",
@@ -94,6 +99,8 @@ export function nodeAgentArgs(o: { bucket: string; nodeGroup: string; base: stri
     o.nodeGroup,
     "--manifest-dir",
     `${o.base}/manifests`,
+    "--workload-ca-key",
+    o.caKeyFile ? `file:${o.caKeyFile}` : "off",
     ...nodeStateDirArgs(o.base),
   ];
 }

@@ -1,0 +1,382 @@
+/**
+ * Pod certificates: per local Pod, `tls.crt`, `tls.key` and `ca.crt` (every retained workload CA
+ * certificate) in an immutable generation under `<tls-dir>/<namespace>_<name>/`, swapped like
+ * values (spec §7.5) and mounted read-only at `/var/run/secrets/podmin.dev/tls` (spec §8.5).
+ *
+ * - Issued with the fixed workload CA key (`CaKeySource`, held in memory) under the `active`
+ *   certificate of `identity/workload-ca.json` (polled; checked against the key).
+ * - Renewed at half-life with jitter (45–55 % of the lifetime, derived from the serial so every
+ *   pass and every restart agrees), at once when the Pod's Service DNS names change, when the
+ *   signing certificate is no longer active, or when the current one fails validation.
+ * - `ca.crt` follows the trust bundle: a bundle change writes a new generation with the same key
+ *   and certificate.
+ * - Failure (key unreadable, state unreadable, no active certificate): the current generation
+ *   keeps serving until it expires and the reason is reported; a Pod without a valid certificate
+ *   is not ready, so a new Pod is held back like one without its values.
+ */
+
+import * as path from "node:path";
+import type { X509Certificate } from "@peculiar/x509";
+import { WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
+import {
+  certificatesPem,
+  generateKeyPair,
+  identityUri,
+  importPrivateKeyPem,
+  issueLeaf,
+  type KeyPair,
+  LIFETIMES,
+  parseCertificatesPem,
+  privateKeyPem,
+  sanValues,
+  validateLeaf,
+} from "../../core/certificates.ts";
+import type { Logger } from "../../core/log.ts";
+import type { ObjectStore } from "../../core/object_store.ts";
+import type { Deployment } from "../../core/resources.ts";
+import {
+  checkCaState,
+  type CheckedCaState,
+  emptyWorkloadCaState,
+  parseWorkloadCaState,
+  trustBundlePem,
+  WORKLOAD_CA_STATE_MAX_BYTES,
+  type WorkloadCaState,
+} from "../../core/workload_ca_state.ts";
+import { podDirName } from "../pod_dir.ts";
+import {
+  ensurePrivateRoot,
+  prunePodDirs,
+  readGeneration,
+  writeGeneration,
+} from "../pod_generations.ts";
+import { PolledObject } from "../polled_object.ts";
+import type { CaKeySource } from "./ca_key.ts";
+import { ServiceNames } from "./service_names.ts";
+
+/** File names of a Pod's certificate generation. */
+export const TLS_FILES = { cert: "tls.crt", key: "tls.key", ca: "ca.crt" } as const;
+
+/** Options of `PodCertificates`. */
+export interface PodCertificatesOptions {
+  cluster: string;
+  tlsDir: string;
+  store: ObjectStore;
+  caKey: CaKeySource;
+  /** Re-read interval of the CA state and the Service index (default 30 s). */
+  refreshMs?: number;
+  /** Leaf lifetime (default `LIFETIMES.leafMs`). */
+  lifetimeMs?: number;
+  clusterDomain?: string;
+  log: Logger;
+}
+
+/** The outcome of one sync. */
+export interface IdentityResult {
+  /** `namespace/name` of Deployments whose current certificate is valid now. */
+  ready: Set<string>;
+  errors: string[];
+  /** Deployments that got a new generation in this sync. */
+  rotated: string[];
+}
+
+/** What the agent knows of one Pod's current certificate. */
+interface Current {
+  /** The `..data` target it was read from or written to. */
+  generation: string;
+  certificate: X509Certificate;
+  keyPem: string;
+  bundlePem: string;
+  /** When it is due for renewal (ms). */
+  renewAt: number;
+  issuerFingerprint?: string;
+}
+
+/** Per-Pod status for the agent's status file. */
+export interface PodCertificateStatus {
+  deployment: string;
+  notAfter: string;
+  renewAt: string;
+  issuer: string;
+}
+
+/** Keeps the certificates of local Pods valid. */
+export class PodCertificates {
+  readonly #o: PodCertificatesOptions;
+  readonly #state: PolledObject<WorkloadCaState>;
+  readonly #services: ServiceNames;
+  readonly #current = new Map<string, Current>();
+  #checked?: { state: WorkloadCaState; checked: CheckedCaState; bundlePem: string };
+  #stateError?: string;
+
+  constructor(options: PodCertificatesOptions) {
+    this.#o = options;
+    const intervalMs = options.refreshMs ?? 30_000;
+    this.#state = new PolledObject({
+      store: options.store,
+      key: WORKLOAD_CA_STATE,
+      parse: parseWorkloadCaState,
+      absent: emptyWorkloadCaState,
+      intervalMs,
+      maxBytes: WORKLOAD_CA_STATE_MAX_BYTES,
+    });
+    this.#services = new ServiceNames({
+      store: options.store,
+      intervalMs,
+      clusterDomain: options.clusterDomain,
+    });
+  }
+
+  /** The current certificates, for status. */
+  status(): PodCertificateStatus[] {
+    return [...this.#current].map(([deployment, c]) => ({
+      deployment,
+      notAfter: c.certificate.notAfter.toISOString(),
+      renewAt: new Date(c.renewAt).toISOString(),
+      issuer: c.certificate.issuer,
+    })).sort((a, b) => a.deployment < b.deployment ? -1 : 1);
+  }
+
+  /** Brings every Deployment's certificate up to date; never throws. */
+  async sync(deployments: Deployment[], now = new Date()): Promise<IdentityResult> {
+    const result: IdentityResult = { ready: new Set(), errors: [], rotated: [] };
+    if (!deployments.length) return result;
+    try {
+      await ensurePrivateRoot({ dir: this.#o.tlsDir, what: "certificates", log: this.#o.log });
+    } catch (err) {
+      result.errors.push(`certificates directory ${this.#o.tlsDir}: ${(err as Error).message}`);
+      return result;
+    }
+    const issuer = await this.#issuer(now);
+    if ("error" in issuer) result.errors.push(`workload identity: ${issuer.error}`);
+    else if (issuer.warning) {
+      result.errors.push(
+        `workload identity: ${issuer.warning} (the last good CA state stays in use)`,
+      );
+    }
+    const servicesError = await this.#services.refresh(now.getTime());
+    if (servicesError) result.errors.push(`Service names: ${servicesError}`);
+    await Promise.all(deployments.map((d) => this.#syncOne({ d, now, issuer, result })));
+    return result;
+  }
+
+  /** Removes certificate directories of Pods that no longer run here. */
+  async prune(keep: Set<string>): Promise<void> {
+    await prunePodDirs(this.#o.tlsDir, keep);
+    for (const ref of [...this.#current.keys()]) if (!keep.has(ref)) this.#current.delete(ref);
+  }
+
+  /** The key and the checked CA state, or why there is none this pass. */
+  async #issuer(
+    now: Date,
+  ): Promise<
+    { key: KeyPair; checked: CheckedCaState; bundlePem: string; warning?: string } | {
+      error: string;
+    }
+  > {
+    let key: KeyPair;
+    try {
+      key = await this.#o.caKey.load();
+    } catch (err) {
+      return {
+        error: `cannot read the workload CA key (${this.#o.caKey.description}): ${
+          (err as Error).message
+        }`,
+      };
+    }
+    const read = await this.#state.read({ now: now.getTime() });
+    if (read.changed && read.value) {
+      try {
+        const checked = await checkCaState(read.value, key.publicKey);
+        this.#checked = { state: read.value, checked, bundlePem: trustBundlePem(checked) };
+        this.#stateError = undefined;
+      } catch (err) {
+        // A tampered or foreign state is not trusted; the last good one stays in use.
+        this.#stateError = (err as Error).message;
+      }
+    }
+    const error = read.error ?? this.#stateError;
+    if (!this.#checked) return { error: error ?? `${WORKLOAD_CA_STATE} has no certificate yet` };
+    if (!this.#checked.checked.active) {
+      return {
+        error: `${WORKLOAD_CA_STATE} has no active certificate yet (the elected agent promotes ` +
+          "one after publication)",
+      };
+    }
+    return { key, ...this.#checked, warning: error };
+  }
+
+  async #syncOne(options: {
+    d: Deployment;
+    now: Date;
+    issuer: { key: KeyPair; checked: CheckedCaState; bundlePem: string } | { error: string };
+    result: IdentityResult;
+  }): Promise<void> {
+    const { d, now, issuer, result } = options;
+    const { namespace, name } = d.metadata;
+    const ref = `${namespace}/${name}`;
+    const dir = path.join(this.#o.tlsDir, podDirName(namespace, name));
+    const uri = identityUri({ profile: "pod", cluster: this.#o.cluster, namespace, name });
+    const dnsNames = this.#services.namesFor(d);
+    try {
+      let current = await this.#load(ref, dir);
+      const trust = "error" in issuer
+        ? (current ? parseCertificatesPem(current.bundlePem, `${dir}/${TLS_FILES.ca}`) : [])
+        : issuer.checked.retained.map((c) => c.certificate);
+      const problems = current
+        ? await validateLeaf({ certificate: current.certificate, trust, profile: "pod", now, uri })
+        : ["no certificate yet"];
+      const reason = renewalReason({ current, problems, now, dnsNames, issuer });
+      if (reason && !("error" in issuer)) {
+        current = await this.#issue({ ref, dir, uri, dnsNames, issuer, now });
+        result.rotated.push(ref);
+        this.#o.log.info("certificate issued", {
+          deployment: ref,
+          reason,
+          notAfter: current.certificate.notAfter.toISOString(),
+        });
+        result.ready.add(ref);
+        return;
+      }
+      if (current && !("error" in issuer) && current.bundlePem !== issuer.bundlePem) {
+        current = await this.#write(ref, dir, { ...current, bundlePem: issuer.bundlePem });
+        result.rotated.push(ref);
+        this.#o.log.info("certificate trust bundle updated", { deployment: ref });
+      }
+      if (current && !problems.length) {
+        result.ready.add(ref);
+        if (reason) {
+          result.errors.push(
+            `certificate of ${ref}: renewal due (${reason}) but not possible; the current one ` +
+              `serves until ${current.certificate.notAfter.toISOString()}`,
+          );
+        }
+      } else {
+        result.errors.push(`certificate of ${ref}: ${problems.join("; ")}`);
+      }
+    } catch (err) {
+      result.errors.push(`certificate of ${ref}: ${(err as Error).message}`);
+    }
+  }
+
+  /** The Pod's current generation: from memory while `..data` still points at it, else disk. */
+  async #load(ref: string, dir: string): Promise<Current | undefined> {
+    let generation: string;
+    try {
+      generation = path.basename(await Deno.readLink(path.join(dir, "..data")));
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) {
+        this.#current.delete(ref);
+        return undefined;
+      }
+      throw err;
+    }
+    const cached = this.#current.get(ref);
+    if (cached?.generation === generation) return cached;
+    const files = await readGeneration(dir);
+    const text = (n: string) => files?.get(n) && new TextDecoder().decode(files.get(n));
+    const certPem = text(TLS_FILES.cert), keyPem = text(TLS_FILES.key), bundle = text(TLS_FILES.ca);
+    if (!certPem || !keyPem || !bundle) return undefined;
+    try {
+      const [certificate] = parseCertificatesPem(certPem, `${dir}/${TLS_FILES.cert}`);
+      await importPrivateKeyPem(keyPem); // a damaged key means a new certificate
+      const current = {
+        generation,
+        certificate,
+        keyPem,
+        bundlePem: bundle,
+        renewAt: renewAt(certificate),
+      };
+      this.#current.set(ref, current);
+      return current;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async #issue(options: {
+    ref: string;
+    dir: string;
+    uri: string;
+    dnsNames: string[];
+    issuer: { key: KeyPair; checked: CheckedCaState; bundlePem: string };
+    now: Date;
+  }): Promise<Current> {
+    const { ref, dir, issuer, now } = options;
+    const [namespace, name] = ref.split("/");
+    const active = issuer.checked.active!;
+    const leafKeys = await generateKeyPair();
+    const certificate = await issueLeaf({
+      ca: { certificate: active.certificate, privateKey: issuer.key.privateKey },
+      identity: {
+        profile: "pod",
+        cluster: this.#o.cluster,
+        namespace,
+        name,
+        dnsNames: options.dnsNames,
+      },
+      publicKey: leafKeys.publicKey,
+      now,
+      lifetimeMs: this.#o.lifetimeMs ?? LIFETIMES.leafMs,
+    });
+    return await this.#write(ref, dir, {
+      generation: "",
+      certificate,
+      keyPem: await privateKeyPem(leafKeys.privateKey),
+      bundlePem: issuer.bundlePem,
+      renewAt: renewAt(certificate),
+      issuerFingerprint: active.entry.fingerprint,
+    });
+  }
+
+  async #write(ref: string, dir: string, next: Current): Promise<Current> {
+    const enc = new TextEncoder();
+    await writeGeneration(
+      dir,
+      new Map([
+        [TLS_FILES.cert, enc.encode(certificatesPem([next.certificate]))],
+        [TLS_FILES.key, enc.encode(next.keyPem)],
+        [TLS_FILES.ca, enc.encode(next.bundlePem)],
+      ]),
+    );
+    const generation = path.basename(await Deno.readLink(path.join(dir, "..data")));
+    const current = { ...next, generation };
+    this.#current.set(ref, current);
+    return current;
+  }
+}
+
+/**
+ * When a certificate is due: at 45–55 % of its lifetime, the point fixed by its serial number (so
+ * renewals of many Pods spread out, and every pass and restart agrees on each one's time).
+ */
+export function renewAt(cert: X509Certificate): number {
+  const start = cert.notBefore.getTime();
+  const life = cert.notAfter.getTime() - start;
+  const u = parseInt(cert.serialNumber.slice(-4), 16) / 0x10000;
+  return start + life * (0.45 + 0.1 * (Number.isFinite(u) ? u : 0.5));
+}
+
+/** Why a new certificate is needed, or undefined. */
+function renewalReason(options: {
+  current?: Current;
+  problems: string[];
+  now: Date;
+  dnsNames: string[];
+  issuer: { checked: CheckedCaState } | { error: string };
+}): string | undefined {
+  const { current, problems, now, dnsNames, issuer } = options;
+  if (!current) return "first certificate";
+  if (problems.length) return problems.join("; ");
+  if (now.getTime() >= current.renewAt) return "half-life reached";
+  if (sanValues(current.certificate, "dns").join(",") !== dnsNames.join(",")) {
+    return "Service names changed";
+  }
+  if ("checked" in issuer && issuer.checked.active) {
+    const activeSubject = issuer.checked.active.certificate.subject;
+    if (current.certificate.issuer !== activeSubject) {
+      return "signed by a CA certificate that is no longer active";
+    }
+  }
+  return undefined;
+}

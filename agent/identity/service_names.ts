@@ -1,0 +1,101 @@
+/**
+ * The DNS names a Pod certificate carries: `<service>.<namespace>.svc.<cluster-domain>` and
+ * `<service>.<namespace>.svc` for every Service in the Pod's namespace whose selector matches the
+ * Pod's labels. Reads `services/index.json` (polled) and the Service specs (once per digest).
+ */
+
+import { SERVICE_INDEX } from "../../core/bucket_layout.ts";
+import { LIMITS } from "../../core/limits.ts";
+import type { ObjectStore } from "../../core/object_store.ts";
+import type { Deployment, Service } from "../../core/resources.ts";
+import {
+  emptyServiceIndex,
+  parseServiceIndex,
+  type ServiceIndex,
+} from "../../core/service_index.ts";
+import { readSpec } from "../../core/spec_objects.ts";
+import { PolledObject } from "../polled_object.ts";
+
+/** The cluster DNS domain of Service names. */
+export const DEFAULT_CLUSTER_DOMAIN = "cluster.local";
+
+/** The names of one Service. */
+export function serviceDnsNames(
+  service: { namespace: string; name: string },
+  clusterDomain = DEFAULT_CLUSTER_DOMAIN,
+): string[] {
+  const base = `${service.name}.${service.namespace}.svc`;
+  return [`${base}.${clusterDomain}`, base];
+}
+
+/** True when every selector label is on the Pod (an empty selector selects nothing). */
+export function selects(selector: Record<string, string>, labels: Record<string, string>): boolean {
+  const entries = Object.entries(selector);
+  return entries.length > 0 && entries.every(([k, v]) => labels[k] === v);
+}
+
+/** Keeps the Service selectors current and answers which names select a Deployment's Pods. */
+export class ServiceNames {
+  readonly #index: PolledObject<ServiceIndex>;
+  readonly #store: ObjectStore;
+  readonly #specs = new Map<string, Service>();
+  readonly #domain: string;
+  #services: Service[] = [];
+  #error?: string;
+
+  constructor(options: { store: ObjectStore; intervalMs: number; clusterDomain?: string }) {
+    this.#store = options.store;
+    this.#domain = options.clusterDomain ?? DEFAULT_CLUSTER_DOMAIN;
+    this.#index = new PolledObject({
+      store: options.store,
+      key: SERVICE_INDEX,
+      parse: parseServiceIndex,
+      absent: () => emptyServiceIndex(),
+      intervalMs: options.intervalMs,
+      maxBytes: LIMITS.indexBytes,
+    });
+  }
+
+  /** Refreshes when due; returns the last error (the last good selectors stay in use). */
+  async refresh(now: number): Promise<string | undefined> {
+    const read = await this.#index.read({ now });
+    if (read.changed && read.value) {
+      const next: Service[] = [];
+      const errors: string[] = [];
+      for (const entry of read.value.services) {
+        let spec = this.#specs.get(entry.spec);
+        if (!spec) {
+          try {
+            spec = await readSpec(this.#store, { kind: "Service", ref: entry.spec });
+            this.#specs.set(entry.spec, spec);
+          } catch (err) {
+            errors.push(`service ${entry.namespace}/${entry.name}: ${(err as Error).message}`);
+            // Keep the names it had: a failed read never changes a certificate.
+            const old = this.#services.find((s) =>
+              s.metadata.namespace === entry.namespace && s.metadata.name === entry.name
+            );
+            if (old) next.push(old);
+            continue;
+          }
+        }
+        next.push(spec);
+      }
+      this.#services = next;
+      const live = new Set(read.value.services.map((s) => s.spec));
+      for (const ref of this.#specs.keys()) if (!live.has(ref)) this.#specs.delete(ref);
+      this.#error = errors.length ? errors.join("; ") : undefined;
+      if (errors.length) this.#index.invalidate(); // retry the missing specs next time
+    }
+    return read.error ?? this.#error;
+  }
+
+  /** Sorted DNS names of the Services that select `deployment`'s Pods. */
+  namesFor(deployment: Deployment): string[] {
+    const { namespace } = deployment.metadata;
+    const labels = deployment.spec.template.metadata?.labels ?? {};
+    const names = this.#services
+      .filter((s) => s.metadata.namespace === namespace && selects(s.spec.selector, labels))
+      .flatMap((s) => serviceDnsNames(s.metadata, this.#domain));
+    return [...new Set(names)].sort();
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * A bucket object an agent re-reads on an interval with If-None-Match, keeping the last good
+ * value: a failed read or an invalid new version never replaces what it had (spec §7.3).
+ */
+
+import { NotFoundError } from "../core/errors.ts";
+import type { ObjectStore } from "../core/object_store.ts";
+
+/** Options of `PolledObject`. */
+export interface PolledObjectOptions<T> {
+  store: ObjectStore;
+  key: string;
+  /** Parses and validates new bytes (may be async); throws for invalid content. */
+  parse(bytes: Uint8Array): T | Promise<T>;
+  /** The value when the object is absent. */
+  absent(): T;
+  /** Re-read interval. */
+  intervalMs: number;
+  maxBytes: number;
+}
+
+/** What `read` returns. */
+export interface PolledRead<T> {
+  /** The last good value, if any. */
+  value?: T;
+  /** True when this call replaced the value. */
+  changed: boolean;
+  /** Why the last read failed (the value, if any, is older). */
+  error?: string;
+}
+
+/** One polled object. */
+export class PolledObject<T> {
+  readonly #o: PolledObjectOptions<T>;
+  #etag?: string;
+  #value?: T;
+  #error?: string;
+  #next = 0;
+
+  constructor(options: PolledObjectOptions<T>) {
+    this.#o = options;
+  }
+
+  /** Reads when due (or when `force`), else returns what it has. */
+  async read(options: { now: number; force?: boolean }): Promise<PolledRead<T>> {
+    if (!options.force && options.now < this.#next && this.#value !== undefined) {
+      return { value: this.#value, changed: false, error: this.#error };
+    }
+    this.#next = options.now + this.#o.intervalMs;
+    let changed = false;
+    try {
+      const got = await this.#o.store.get(this.#o.key, {
+        ifNoneMatch: this.#etag,
+        maxBytes: this.#o.maxBytes,
+      });
+      if (!got.notModified) {
+        try {
+          this.#value = await this.#o.parse(got.body);
+          changed = true;
+          this.#error = undefined;
+        } catch (err) {
+          this.#error = `${this.#o.key}: ${(err as Error).message}`;
+        }
+        // Remember the ETag either way: invalid bytes are not re-parsed until they change.
+        this.#etag = got.info.etag;
+      } else if (this.#error?.startsWith("cannot read")) {
+        this.#error = undefined;
+      }
+    } catch (err) {
+      if (err instanceof NotFoundError) {
+        changed = this.#etag !== undefined || this.#value === undefined;
+        this.#value = this.#o.absent();
+        this.#etag = undefined;
+        this.#error = undefined;
+      } else {
+        this.#error = `cannot read ${this.#o.key}: ${(err as Error).message}`;
+      }
+    }
+    return { value: this.#value, changed, error: this.#error };
+  }
+
+  /** Forgets the ETag, so the next read parses the object again (e.g. with a new key). */
+  invalidate(): void {
+    this.#etag = undefined;
+    this.#next = 0;
+  }
+}
