@@ -51,21 +51,28 @@ import { formatBytes } from "../../core/progress.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_index.ts";
 import { openStore } from "../../core/store_url.ts";
-import { VERSION } from "../../core/version.ts";
 import { writeImage } from "../../registry/image_writer.ts";
 import { UpstreamSource } from "../../registry/upstream.ts";
 import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
 import {
   DEFAULT_SANDBOX_IMAGE,
   dependenciesForKind,
+  OPTIONAL_DEPENDENCIES,
   POOL4_DETECT,
   renderUserData,
+  REQUIRED_DEPENDENCIES,
   SOURCES_DETECT,
 } from "../../vmconfig/render_user_data.ts";
 import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/infra_inputs.ts";
 import { describeInfra, generateTofu, serializeTofu } from "../infra/generate_tofu.ts";
 import { architectureOf } from "../infra/instance_types.ts";
 import { checkTofuSyntax } from "../infra/tofu_syntax.ts";
+import {
+  type AgentDistributions,
+  chooseAgentDistributions,
+  defaultDistDir,
+  RUNTIME_DEPENDENCY,
+} from "./agent_distribution.ts";
 import { availableZones, findReusableVpc } from "./aws_lookup.ts";
 import { ensureClusterCas } from "./cluster_cas.ts";
 import { readCatalogFile } from "./dependency_catalog.ts";
@@ -115,32 +122,6 @@ function parseKeyed(
     out[m[1] as Architecture] = m[2];
   }
   return out;
-}
-
-/** The agent binary of each architecture: --agent-binary ARCH=PATH, else dist/<arch>/podmin-agent. */
-async function agentBinaries(
-  flags: Partial<Record<Architecture, string>>,
-  arches: Architecture[],
-): Promise<{ local: LocalDependency[]; missing: Architecture[] }> {
-  const local: LocalDependency[] = [];
-  const missing: Architecture[] = [];
-  const distArch: Record<Architecture, string> = { amd64: "x86_64", arm64: "aarch64" };
-  for (const arch of arches) {
-    const file = flags[arch] ??
-      path.join(new URL("../../dist", import.meta.url).pathname, distArch[arch], "podmin-agent");
-    try {
-      local.push({
-        name: "podmin-agent",
-        version: VERSION,
-        arch,
-        bytes: await Deno.readFile(file),
-      });
-    } catch {
-      if (flags[arch]) throw new UsageError(`--agent-binary ${arch}=${file}: cannot read the file`);
-      missing.push(arch);
-    }
-  }
-  return { local, missing };
 }
 
 function manifestEntriesOf(items: PlannedDependency[], arch: Architecture): DependencyEntry[] {
@@ -332,7 +313,11 @@ Flags:
   --otel-logs ENDPOINT[,ca=s3://B/K]
                                    OTLP log endpoint; ca= grants read access to that CA object
   --dependency-catalog FILE        pinned dependencies (JSON) instead of the embedded catalogue
-  --agent-binary ARCH=PATH         podmin-agent binary per architecture (default dist/<arch>/podmin-agent)
+  --agent-binary ARCH=PATH         compiled podmin-agent per architecture (amd64|arm64; default
+                                   DIST/x86_64/podmin-agent and DIST/aarch64/podmin-agent)
+  --dist DIR                       where built programs are (default the checkout's dist/); an
+                                   architecture without a compiled agent gets the pinned Deno
+                                   runtime plus DIST/podmin-agent.js (built when missing)
   --ami ARCH=AMI                   AMI per architecture (default: Debian 12 from SSM public parameters)
   --sandbox-image REF              Pod sandbox image to mirror (default ${DEFAULT_SANDBOX_IMAGE})
   --mirror-plain-http              fetch the sandbox image over http:// (local test registries)
@@ -351,6 +336,7 @@ Example:
       "otel-logs": { type: "string" },
       "dependency-catalog": { type: "string" },
       "agent-binary": { type: "string", multiple: true },
+      dist: { type: "string" },
       ami: { type: "string", multiple: true },
       "sandbox-image": { type: "string", default: DEFAULT_SANDBOX_IMAGE },
       "mirror-plain-http": { type: "boolean", default: false },
@@ -417,7 +403,7 @@ interface SetupPlan {
   mirrorPlainHttp: boolean;
   workDir: string;
   nodeArches: Architecture[];
-  agents: { local: LocalDependency[]; missing: Architecture[] };
+  agents: AgentDistributions;
   amiFlags: Partial<Record<Architecture, string>>;
   /** Files setup publishes itself (vmconfig, agent binaries). */
   local: LocalDependency[];
@@ -462,10 +448,14 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
   const allArches = [...new Set([...nodeArches, ...natArchitectures(flags)])]
     .sort() as Architecture[];
   const vmconfig = buildVmconfigArchive();
-  const agents = await agentBinaries(
-    parseKeyed(stringsFlag(ctx, "agent-binary"), "--agent-binary", (p) => p.length > 0),
-    nodeArches,
-  );
+  const agents = await chooseAgentDistributions({
+    binaries: parseKeyed(stringsFlag(ctx, "agent-binary"), "--agent-binary", (p) => p.length > 0),
+    arches: nodeArches,
+    catalog,
+    dist: stringFlag(ctx, "dist") ?? defaultDistDir(),
+    log: ctx.err,
+  });
+  for (const line of agents.summary) ctx.err(line);
   const amiFlags = parseKeyed(
     stringsFlag(ctx, "ami"),
     "--ami",
@@ -480,9 +470,17 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
     })),
     ...agents.local,
   ];
+  const natArches = natArchitectures(flags);
   const wanted = wantedDependencies({ catalog, local, architectures: allArches })
-    // The NAT kind needs only vmconfig; node dependencies are for node architectures.
-    .filter((w) => w.name === "vmconfig" || nodeArches.includes(w.arch));
+    .filter((w) =>
+      w.name === "vmconfig" ||
+      // Node dependencies for node architectures (the runtime only where the agent needs it)…
+      (nodeArches.includes(w.arch) &&
+        (w.name !== RUNTIME_DEPENDENCY || agents.runtimeArches.includes(w.arch))) ||
+      // …and the NAT kind's pinned extras (Jool, SSM Agent) for the NAT architecture.
+      (natArches.includes(w.arch) &&
+        [...REQUIRED_DEPENDENCIES.nat, ...OPTIONAL_DEPENDENCIES.nat].includes(w.name))
+    );
   return {
     flags,
     region,
@@ -515,9 +513,9 @@ function previewCluster(plan: SetupPlan): ResolvedCluster {
   const { agents, flags, region } = plan;
   if (agents.missing.length) {
     plan.log(
-      `note: no podmin-agent binary for ${
+      `note: no podmin-agent for ${
         agents.missing.join(", ")
-      } (run 'deno task compile' or pass --agent-binary); the plan lists it as missing`,
+      } (run 'deno task bundle' or 'deno task compile', or pass --agent-binary); the plan lists it as missing`,
     );
   }
   return {
@@ -530,9 +528,9 @@ function previewCluster(plan: SetupPlan): ResolvedCluster {
 async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
   const { agents, flags, region, log } = plan;
   if (agents.missing.length) {
-    throw new UsageError(`no podmin-agent binary for ${agents.missing.join(", ")}`, {
+    throw new UsageError(`no podmin-agent for ${agents.missing.join(", ")}`, {
       hint:
-        "build them with 'deno task compile' (needs Deno's denort runtime) or pass --agent-binary ARCH=PATH",
+        "run 'deno task bundle' (runtime-plus-bundle) or 'deno task compile', or pass --agent-binary ARCH=PATH",
     });
   }
   const ec2 = new EC2Client({ region });
@@ -576,7 +574,7 @@ async function previewDependencies(plan: SetupPlan): Promise<PublishedDependenci
       arch,
       sha256: sha256Hex(new Uint8Array()),
       size: 0,
-      source: "missing: deno task compile, or --agent-binary",
+      source: "missing: deno task bundle or compile, or --agent-binary",
       action: "upload",
     });
   }
@@ -787,7 +785,7 @@ async function writeDryRun(
     missing: o.missing.map((arch) => ({
       name: "podmin-agent",
       arch,
-      hint: "deno task compile, or --agent-binary",
+      hint: "deno task bundle or compile, or --agent-binary",
     })),
   };
   await Deno.writeTextFile(
