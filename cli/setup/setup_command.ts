@@ -273,6 +273,7 @@ export function clusterSpecOf(
     })),
     workloadCaPublish: flags.workloadCaPublish,
     otelLogsCa: flags.otelLogs?.ca,
+    kmsKeyArns: flags.kmsKeyArns,
   };
 }
 
@@ -312,6 +313,8 @@ Flags:
   --workload-ca-publish s3://B/K   publish the workload CA bundle to this exact object
   --otel-logs ENDPOINT[,ca=s3://B/K]
                                    OTLP log endpoint; ca= grants read access to that CA object
+  --kms-key-arn ARN                customer-managed KMS key of SecureStrings or Secrets Manager
+                                   values (repeatable): nodes may kms:Decrypt with exactly these
   --dependency-catalog FILE        pinned dependencies (JSON) instead of the embedded catalogue
   --agent-binary ARCH=PATH         compiled podmin-agent per architecture (amd64|arm64; default
                                    DIST/x86_64/podmin-agent and DIST/aarch64/podmin-agent)
@@ -334,6 +337,7 @@ Example:
       nodegroup: { type: "string", multiple: true },
       "workload-ca-publish": { type: "string" },
       "otel-logs": { type: "string" },
+      "kms-key-arn": { type: "string", multiple: true },
       "dependency-catalog": { type: "string" },
       "agent-binary": { type: "string", multiple: true },
       dist: { type: "string" },
@@ -423,6 +427,7 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
     nodeGroups: stringsFlag(ctx, "nodegroup"),
     workloadCaPublish: stringFlag(ctx, "workload-ca-publish"),
     otelLogs: stringFlag(ctx, "otel-logs"),
+    kmsKeyArns: stringsFlag(ctx, "kms-key-arn"),
   });
   if (natArchitectures(flags).length > 1) {
     throw new UsageError("all NAT64 instance types must share one architecture", {
@@ -533,6 +538,7 @@ async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
         "run 'deno task bundle' (runtime-plus-bundle) or 'deno task compile', or pass --agent-binary ARCH=PATH",
     });
   }
+  if (flags.workloadCaPublish) await checkPublishBucket(plan.store, flags.workloadCaPublish.bucket);
   const ec2 = new EC2Client({ region });
   const ssm = new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) });
   log(`checking ${region}: zones and VPC ${flags.vpcCidr}`);
@@ -548,6 +554,29 @@ async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
     existingVpc: reused ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock } : undefined,
     amiIds: await resolveAmis(ssm, plan.allArches, plan.amiFlags),
   };
+}
+
+/**
+ * `--workload-ca-publish s3://B/K`: B must exist (Podmin publishes into it, never creates it).
+ * The cluster bucket is fine (setup creates it); a 403 means it exists but is not ours to read.
+ */
+async function checkPublishBucket(store: ObjectStore, bucket: string): Promise<void> {
+  if (!(store instanceof S3Store) || bucket === store.bucket) return;
+  try {
+    await store.client.send(new HeadBucketCommand({ Bucket: bucket }));
+  } catch (err) {
+    const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+    if (status === 404) {
+      throw new UsageError(`--workload-ca-publish: bucket ${bucket} does not exist`, {
+        hint: "create the bucket first (Podmin publishes the workload CA bundle into it)",
+      });
+    }
+    if (status !== 403 && status !== 301) {
+      throw new PodminError(`cannot check bucket ${bucket}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
 }
 
 /** The dependency set the nodes get: the plan and each architecture's manifest entries. */

@@ -73,3 +73,46 @@ Deno.test("setup --dry-run: NAT-architecture extras are kept when the NAT64 arch
     await Deno.remove(tmp, { recursive: true });
   }
 });
+
+Deno.test("setup --dry-run --kms-key-arn: nodes may kms:Decrypt with exactly the named keys; bad ARNs refused", async () => {
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-kms-" });
+  const key1 = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+  const key2 = "arn:aws:kms:us-east-1:123456789012:key/mrk-0123456789abcdef";
+  const base = [
+    "setup",
+    "--cluster",
+    "kms",
+    "--region",
+    "us-east-1",
+    "--vpc-cidr",
+    "10.0.0.0/16",
+    "--nodegroup",
+    "default",
+    "--dry-run",
+    "--out",
+    `${tmp}/plan`,
+  ];
+  try {
+    const r = await podmin([...base, "--kms-key-arn", key1, "--kms-key-arn", key2], {
+      PODMIN_CACHE_DIR: `${tmp}/cache`,
+    });
+    assert.equal(r.code, 0, r.stderr);
+    const config = JSON.parse(await Deno.readTextFile(`${tmp}/plan/main.tf.json`));
+    const policies = JSON.stringify(config.resource.aws_iam_role_policy);
+    const statements = Object.values(
+      config.resource.aws_iam_role_policy as Record<string, { policy: string }>,
+    ).flatMap((p) => JSON.parse(p.policy).Statement as { Action: string[]; Resource: string[] }[]);
+    const decrypt = statements.filter((s) => s.Action.includes("kms:Decrypt"));
+    assert.equal(decrypt.length, 1, policies);
+    assert.deepEqual(decrypt[0].Resource, [key1, key2].sort());
+    const bad = await podmin([
+      ...base,
+      "--kms-key-arn",
+      "arn:aws:kms:us-east-1:123456789012:alias/x",
+    ]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--kms-key-arn: expected a KMS key ARN/);
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
