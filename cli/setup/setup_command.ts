@@ -73,7 +73,7 @@ import {
   defaultDistDir,
   RUNTIME_DEPENDENCY,
 } from "./agent_distribution.ts";
-import { availableZones, findReusableVpc } from "./aws_lookup.ts";
+import { availableZones, describeReusedVpc, findReusableVpc } from "./aws_lookup.ts";
 import { ensureClusterCas } from "./cluster_cas.ts";
 import { readCatalogFile } from "./dependency_catalog.ts";
 import { defaultCacheDir, DependencyCache } from "./dependency_cache.ts";
@@ -544,14 +544,24 @@ async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
   log(`checking ${region}: zones and VPC ${flags.vpcCidr}`);
   const zones = resolveZones(flags, await availableZones(ec2));
   const reused = await findReusableVpc(ec2, flags.vpcCidr);
+  const contents = reused &&
+    await describeReusedVpc(ec2, { vpcId: reused.id, cluster: flags.cluster });
   log(
-    reused
-      ? `reusing VPC ${reused.id} (never deleted by Podmin)`
+    reused && contents
+      ? `reusing VPC ${reused.id} (never deleted by Podmin): ${
+        contents.internetGatewayId
+          ? `its internet gateway ${contents.internetGatewayId}`
+          : "a new internet gateway"
+      }, ${contents.foreignSubnetCidrs.length} other subnet CIDR(s) kept clear${
+        contents.foreignSubnetCidrs.length ? ` (${contents.foreignSubnetCidrs.join(", ")})` : ""
+      }`
       : `a new VPC ${flags.vpcCidr} will be created`,
   );
   return {
     zones,
-    existingVpc: reused ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock } : undefined,
+    existingVpc: reused
+      ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock, ...contents }
+      : undefined,
     amiIds: await resolveAmis(ssm, plan.allArches, plan.amiFlags),
   };
 }
