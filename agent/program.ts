@@ -1,7 +1,7 @@
 /** The `podmin-agent` program: its command list. */
 
 import type { Command, Program } from "../core/cli_kit.ts";
-import { VERSION } from "../core/version.ts";
+import { versionLine } from "../core/version.ts";
 import { dataplaneCommands } from "./dataplane/command.ts";
 import { registryCommands } from "./registry_command.ts";
 import { runCommands } from "./run_command.ts";
@@ -12,9 +12,7 @@ const version: Command = {
   help: "Usage: podmin-agent version\n\nPrints the version of this podmin-agent binary.",
   options: {},
   run(ctx) {
-    ctx.out(
-      `podmin-agent ${VERSION} (deno ${Deno.version.deno}, ${Deno.build.os}/${Deno.build.arch})`,
-    );
+    ctx.out(versionLine("podmin-agent"));
     return Promise.resolve();
   },
 };

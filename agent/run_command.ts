@@ -9,6 +9,7 @@ import {
   stringFlag,
 } from "../core/cli_kit.ts";
 import { parseDuration } from "../core/duration.ts";
+import { parseIpv6Prefix } from "../core/ipv6.ts";
 import { UsageError } from "../core/errors.ts";
 import { createLogger, type Logger } from "../core/log.ts";
 import { checkClusterId, checkNodeGroup, checkNodeId } from "../core/names.ts";
@@ -172,12 +173,24 @@ function runFlags(ctx: CommandContext) {
       allowFlag: "--registry-allow-non-loopback",
     });
   }
+  // The delegated Pod prefix (the dataplane's input): refused when it is not an IPv6 prefix.
+  const ipv6Prefix = stringFlag(ctx, "ipv6-prefix");
+  if (ipv6Prefix !== undefined) {
+    try {
+      parseIpv6Prefix(ipv6Prefix);
+    } catch (err) {
+      throw new UsageError(`--ipv6-prefix: ${(err as Error).message}`, {
+        hint: "the node's delegated Pod prefix, e.g. --ipv6-prefix 2600:1f18:4b2:aa00:1234::/80",
+      });
+    }
+  }
   return {
     cluster,
     nodeGroup,
     nodeId: checkNodeId(stringFlag(ctx, "node-id") ?? defaultNodeId()),
     workloadCaKey: parseCaKeyFlag(stringFlag(ctx, "workload-ca-key") ?? "ssm"),
     workloadCaPublish: optionalS3ObjectUrl(ctx, "workload-ca-publish"),
+    ipv6Prefix,
     intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
     region: stringFlag(ctx, "region") ?? defaultRegion(),
     manifestDir: stringFlag(ctx, "manifest-dir") ?? DEFAULTS.manifestDir,

@@ -1,7 +1,7 @@
 /** The `podmin` program: its command list. */
 
 import type { Command, Program } from "../core/cli_kit.ts";
-import { VERSION } from "../core/version.ts";
+import { versionLine } from "../core/version.ts";
 import { bucketCommands } from "./bucket_command.ts";
 import { deployCommands } from "./deploy_commands.ts";
 import { imageCommands } from "./image_commands.ts";
@@ -15,7 +15,7 @@ const version: Command = {
   help: "Usage: podmin version\n\nPrints the version of this podmin binary.",
   options: {},
   run(ctx) {
-    ctx.out(`podmin ${VERSION} (deno ${Deno.version.deno}, ${Deno.build.os}/${Deno.build.arch})`);
+    ctx.out(versionLine("podmin"));
     return Promise.resolve();
   },
 };

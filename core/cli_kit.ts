@@ -102,6 +102,10 @@ export async function runProgram(
   const out = io.out ?? ((l: string) => console.log(l));
   const err = io.err ?? ((l: string) => console.error(l));
   const debug = argv.includes("--debug");
+  // `PROGRAM --version` is the program's `version` command.
+  if (argv[0] === "--version" && program.commands.some((c) => c.name === "version")) {
+    argv = ["version", ...argv.slice(1)];
+  }
   try {
     const found = findCommand(argv);
     const wantsHelp = found.rest.includes("--help") || found.rest.includes("-h");

@@ -33,9 +33,19 @@ export type VmKind = "node" | "nat";
 
 /** Dependencies each kind needs. */
 export const REQUIRED_DEPENDENCIES: Readonly<Record<VmKind, readonly string[]>> = {
-  node: ["vmconfig", "containerd", "runc", "cni-plugins", "crictl", "kubelet", "podmin-agent"],
+  node: ["vmconfig", "containerd", "runc", "cni-plugins", "crictl", "kubelet"],
   nat: ["vmconfig"],
 };
+
+/**
+ * The two ways a node gets its agent, exactly one of them: the compiled `podmin-agent`, or the
+ * pinned Deno runtime `deno` plus the single-file `podmin-agent-bundle` (install.sh then puts a
+ * launcher at /usr/local/bin/podmin-agent, so the unit starts the agent the same way).
+ */
+export const AGENT_DISTRIBUTIONS: readonly (readonly string[])[] = [
+  ["podmin-agent"],
+  ["deno", "podmin-agent-bundle"],
+];
 
 /**
  * Dependencies each kind may pin. Without a pinned `jool` (a tar.gz with `bin/jool` and
@@ -43,7 +53,7 @@ export const REQUIRED_DEPENDENCIES: Readonly<Record<VmKind, readonly string[]>> 
  * installs Debian's `jool-dkms` and `jool-tools` with apt-get at boot.
  */
 export const OPTIONAL_DEPENDENCIES: Readonly<Record<VmKind, readonly string[]>> = {
-  node: ["amazon-ssm-agent"],
+  node: ["amazon-ssm-agent", ...AGENT_DISTRIBUTIONS.flat()],
   nat: ["amazon-ssm-agent", "jool"],
 };
 
@@ -192,6 +202,15 @@ function checkDependencies(kind: VmKind, deps: Dependency[], preview = false): D
   }
   for (const n of REQUIRED_DEPENDENCIES[kind]) {
     if (!seen.has(n)) fail(`missing dependency ${n} for kind ${kind}`);
+  }
+  if (kind === "node") {
+    const complete = AGENT_DISTRIBUTIONS.filter((d) => d.every((n) => seen.has(n)));
+    const touched = AGENT_DISTRIBUTIONS.filter((d) => d.some((n) => seen.has(n)));
+    if (complete.length !== 1 || touched.length !== 1) {
+      fail(
+        "a node needs exactly one agent distribution: podmin-agent, or deno and podmin-agent-bundle",
+      );
+    }
   }
   return [...deps].sort((a, b) => a.name < b.name ? -1 : 1);
 }

@@ -31,6 +31,11 @@ export interface PolicyDocument {
 export const CLUSTER_TAG = "podmin:cluster";
 /** The NodeGroup tag of node instances, volumes and ENIs. */
 export const NODEGROUP_TAG = "podmin:nodegroup";
+/**
+ * `podmin:nodegroup` of a shared (per-zone) NAT64 instance and its ENI and EIP, which serve every
+ * NodeGroup of their zone: "_shared", which no NodeGroup can be named (names are DNS labels).
+ */
+export const SHARED_NAT64_NODEGROUP = "_shared";
 /** The tag naming a NAT64 instance's group (`zone-a`, `ng-workers`). */
 export const NAT64_TAG = "podmin:nat64";
 /** The instance tag carrying the stable ENI id a NAT64 instance attaches at boot. */

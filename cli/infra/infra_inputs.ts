@@ -132,7 +132,9 @@ const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const AMI = /^ami-[0-9a-f]{8}(?:[0-9a-f]{9})?$/;
 const VPC_ID = /^vpc-[0-9a-f]{8}(?:[0-9a-f]{9})?$/;
 const IGW_ID = /^igw-[0-9a-f]{8}(?:[0-9a-f]{9})?$/;
-const KMS_KEY_ARN = /^arn:aws[a-z-]*:kms:[a-z]{2}(-[a-z]+)+-\d+:\d{12}:key\/[A-Za-z0-9-]{1,128}$/;
+/** A KMS key named by key ARN (no alias, no wildcard). */
+export const KMS_KEY_ARN =
+  /^arn:aws[a-z-]*:kms:[a-z]{2}(-[a-z]+)+-\d+:\d{12}:key\/[A-Za-z0-9-]{1,128}$/;
 
 function invalid(message: string, hint?: string): never {
   throw new ValidationError(message, { hint });

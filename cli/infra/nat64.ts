@@ -13,7 +13,13 @@
  */
 
 import { type GenContext, nat64Name, nat64SubnetName, TF } from "./context.ts";
-import { NAT64_ENI_TAG, NAT64_TAG, nat64RolePolicy, NODEGROUP_TAG } from "./iam.ts";
+import {
+  NAT64_ENI_TAG,
+  NAT64_TAG,
+  nat64RolePolicy,
+  NODEGROUP_TAG,
+  SHARED_NAT64_NODEGROUP,
+} from "./iam.ts";
 import {
   addInstanceRole,
   asgTags,
@@ -32,7 +38,7 @@ function addNat64Group(g: GenContext, nat: Nat64Plan): void {
   const label = `podmin-${inputs.spec.cluster}-nat64-${nat.key}`;
   const tags = g.tags(label, {
     [NAT64_TAG]: nat.key,
-    ...(nat.nodeGroup ? { [NODEGROUP_TAG]: nat.nodeGroup } : {}),
+    [NODEGROUP_TAG]: nat.nodeGroup ?? SHARED_NAT64_NODEGROUP,
   });
   const eniId = ref("aws_network_interface", name, "id");
 

@@ -141,6 +141,11 @@ Deno.test("nat64=TYPE: a dedicated NAT64 and a subnet of its own for that NodeGr
     string
   >;
   assert.equal(tags["podmin:nodegroup"], "workers");
+  // The shared NAT64 of the zone serves every NodeGroup there: its own reserved value.
+  for (const type of ["aws_network_interface", "aws_eip"]) {
+    const shared = resource(config, type, "nat64_zone_a").tags as Record<string, string>;
+    assert.equal(shared["podmin:nodegroup"], "_shared", type);
+  }
   // Same zone, different route domains: routing is per subnet.
   assert.equal(subnetOfNodeGroup(config, "workers"), "nodes_ng_workers");
   assert.equal(nat64Target(config, "nodes_ng_workers"), "nat64_ng_workers");

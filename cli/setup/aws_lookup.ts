@@ -1,14 +1,18 @@
 /**
  * What setup reads from AWS before generating infrastructure: the region's
- * available zones and the VPC whose primary IPv4 CIDR matches --vpc-cidr.
+ * available zones and the VPC whose primary IPv4 CIDR matches --vpc-cidr, with its internet
+ * gateway and other subnets.
  */
 
 import {
   DescribeAvailabilityZonesCommand,
+  DescribeInternetGatewaysCommand,
+  DescribeSubnetsCommand,
   DescribeVpcsCommand,
   EC2Client,
 } from "@aws-sdk/client-ec2";
 import { UsageError } from "../../core/errors.ts";
+import { CLUSTER_TAG } from "../infra/iam.ts";
 
 /** Zone names of the region that are available without opt-in, sorted. */
 export async function availableZones(ec2: EC2Client): Promise<string[]> {
@@ -28,6 +32,46 @@ export async function availableZones(ec2: EC2Client): Promise<string[]> {
 export interface ReusedVpc {
   id: string;
   ipv6CidrBlock: string;
+}
+
+/** What a reused VPC already holds that the generated configuration must respect. */
+export interface ReusedVpcContents {
+  /** Its internet gateway (a VPC has at most one): reused, never created a second time. */
+  internetGatewayId?: string;
+  /** IPv4 and IPv6 CIDRs of subnets that are not this cluster's: planned subnets must avoid them. */
+  foreignSubnetCidrs: string[];
+}
+
+/**
+ * The internet gateway and the other subnets of a reused VPC. Subnets tagged
+ * `podmin:cluster=<cluster>` are this cluster's own (its OpenTofu state manages them); route
+ * tables of others are left alone (Podmin's subnets get route tables of their own).
+ */
+export async function describeReusedVpc(
+  ec2: EC2Client,
+  { vpcId, cluster }: { vpcId: string; cluster: string },
+): Promise<ReusedVpcContents> {
+  const igws = await ec2.send(
+    new DescribeInternetGatewaysCommand({
+      Filters: [{ Name: "attachment.vpc-id", Values: [vpcId] }],
+    }),
+  );
+  const subnets = await ec2.send(
+    new DescribeSubnetsCommand({ Filters: [{ Name: "vpc-id", Values: [vpcId] }] }),
+  );
+  const foreign = (subnets.Subnets ?? []).filter((sn) =>
+    !(sn.Tags ?? []).some((t) => t.Key === CLUSTER_TAG && t.Value === cluster)
+  );
+  const igw = (igws.InternetGateways ?? [])[0]?.InternetGatewayId;
+  return {
+    ...(igw ? { internetGatewayId: igw } : {}),
+    foreignSubnetCidrs: foreign.flatMap((sn) => [
+      ...(sn.CidrBlock ? [sn.CidrBlock] : []),
+      ...(sn.Ipv6CidrBlockAssociationSet ?? []).flatMap((a) =>
+        a.Ipv6CidrBlock ? [a.Ipv6CidrBlock] : []
+      ),
+    ]).sort(),
+  };
 }
 
 /**

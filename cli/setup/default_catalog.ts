@@ -17,6 +17,12 @@
  * --dependency-catalog. vmconfig derives the kubelet's feature gates from the
  * installed version, so any of them starts.
  *
+ * The Deno runtime (`deno`, for the agent's runtime-plus-bundle distribution, used when no
+ * compiled agent binary exists) is the npm registry's `@deno/linux-x64-glibc` and
+ * `@deno/linux-arm64-glibc` 2.9.6: each tarball is pinned by the registry's published integrity
+ * (sha512) and the extracted `package/deno` by its sha256, measured on the extracted files (the
+ * amd64 one is byte-identical to the Deno 2.9.6 this project builds with).
+ *
  * The AWS SSM Agent is not pinned here: no public source pins a digest for a
  * specific version (see docs/spec.md, "Dependencies").
  */
@@ -102,5 +108,29 @@ export const DEFAULT_CATALOG: Catalog = {
         "https://github.com/kubernetes-sigs/cri-tools/releases/download/v1.34.0/crictl-v1.34.0-linux-arm64.tar.gz",
       sha256: "c31d252e203df5f4cf37f314bd3092eb79087e791631c1e607087c74b6d0423f",
     }, // not cross-checked against a second source
+    {
+      name: "deno",
+      version: "2.9.6",
+      arch: "amd64",
+      url: "https://registry.npmjs.org/@deno/linux-x64-glibc/-/linux-x64-glibc-2.9.6.tgz",
+      sha256: "bceb5b6a6239b0b010418406d8c77a508f67cf4337d94288f1c19fe71304aab0",
+      archive: {
+        integrity:
+          "sha512-3md4TKLCuzsLDmfOoC5KN7NAZaxSVkMgm64vg6foD00JBADCpYS2/5QqXfzgnP5ZQz3iLP9vBQJtEgc116OAoQ==",
+        member: "package/deno",
+      },
+    },
+    {
+      name: "deno",
+      version: "2.9.6",
+      arch: "arm64",
+      url: "https://registry.npmjs.org/@deno/linux-arm64-glibc/-/linux-arm64-glibc-2.9.6.tgz",
+      sha256: "d08d392418df53f4e6e88a08909c0e1bccbf9adcead7232df72b6ad6075ec416",
+      archive: {
+        integrity:
+          "sha512-poqhoH9B3nYloigEMPT5t8HY+wBeiuea1An5Q7fqgJzP0SYmWsoS/oUnWO/pEiA4ofzIBy1Elt/in58xKtxEoQ==",
+        member: "package/deno",
+      },
+    },
   ],
 };

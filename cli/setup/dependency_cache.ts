@@ -3,8 +3,12 @@
  * Every entry is validated independently (re-hashed) before reuse; a corrupt
  * entry is removed and downloaded again, the others are kept. Downloads go to
  * a temp file and are renamed in only after their digest (and size) matched.
+ * A file pinned inside an archive (the Deno runtime in its npm package) is
+ * cached as the extracted member: the archive must match its registry
+ * integrity, the member its sha256.
  */
 
+import { createHash } from "node:crypto";
 import * as path from "node:path";
 import { Sha256Counter } from "../../core/digest.ts";
 import { DigestMismatchError, UnavailableError } from "../../core/errors.ts";
@@ -88,11 +92,88 @@ export class DependencyCache {
     return p;
   }
 
-  async #download(
-    o: { sha256: string; url: string; size?: number; label: string },
+  /**
+   * Like `ensure` for one member of a tar.gz archive: downloads `url`, checks the archive against
+   * `integrity` (`sha512-<base64>`, as the npm registry publishes it), extracts `member` and
+   * caches it when its sha256 is `sha256`.
+   */
+  async ensureMember(
+    options: { sha256: string; url: string; integrity: string; member: string; label: string },
+  ): Promise<{ path: string; size: number; outcome: CacheOutcome }> {
+    const p = this.pathOf(options.sha256);
+    const cached = await this.#hash(p);
+    if (cached?.sha256 === options.sha256) return { path: p, size: cached.size, outcome: "reused" };
+    if (cached) await Deno.remove(p).catch(() => {});
+    await Deno.mkdir(path.dirname(p), { recursive: true });
+    const work = await Deno.makeTempDir({ dir: path.dirname(p), prefix: ".archive-" });
+    try {
+      const archive = path.join(work, "archive.tgz");
+      const integrity = await this.#fetchTo(options, archive, "sha512");
+      const want = options.integrity.replace(/^sha512-/, "");
+      if (integrity !== want) {
+        throw new DigestMismatchError(
+          `${options.label}: ${options.url} has integrity sha512-${integrity}, pinned ${options.integrity}`,
+          { hint: "the registry's package changed or the download was tampered with" },
+        );
+      }
+      const tar = await new Deno.Command("tar", {
+        args: ["-xzf", archive, "-C", work, "--no-same-owner", "--", options.member],
+        stdout: "null",
+        stderr: "piped",
+      }).output();
+      if (!tar.success) {
+        throw new DigestMismatchError(
+          `${options.label}: ${options.url} lacks ${options.member}: ${
+            new TextDecoder().decode(tar.stderr).trim()
+          }`,
+        );
+      }
+      const extracted = path.join(work, options.member);
+      const got = await this.#hash(extracted);
+      if (got?.sha256 !== options.sha256) {
+        throw new DigestMismatchError(
+          `${options.label}: ${options.member} of ${options.url} has sha256 ${got?.sha256}, pinned ${options.sha256}`,
+          { hint: "the archive matches its integrity but not the pinned member: check the pin" },
+        );
+      }
+      await Deno.rename(extracted, p);
+      return { path: p, size: got.size, outcome: cached ? "replaced-corrupt" : "downloaded" };
+    } finally {
+      await Deno.remove(work, { recursive: true }).catch(() => {});
+    }
+  }
+
+  /** Streams `url` into `target`; returns the base64 digest of `algorithm` over the bytes. */
+  async #fetchTo(
+    o: { url: string; label: string },
     target: string,
-  ): Promise<number> {
-    await Deno.mkdir(path.dirname(target), { recursive: true });
+    algorithm: "sha512",
+  ): Promise<string> {
+    const res = await this.#get(o);
+    const total = Number(res.headers.get("content-length")) || undefined;
+    const bar = progress(`download ${o.label}`, total, { write: this.#options.log ?? (() => {}) });
+    const hash = createHash(algorithm);
+    const file = await Deno.open(target, { write: true, createNew: true });
+    let n = 0;
+    try {
+      for await (const chunk of res.body!) {
+        hash.update(chunk);
+        let off = 0;
+        while (off < chunk.byteLength) off += await file.write(chunk.subarray(off));
+        n += chunk.byteLength;
+        bar.update(n);
+      }
+    } catch (err) {
+      throw new UnavailableError(`${o.label}: download interrupted: ${(err as Error).message}`);
+    } finally {
+      file.close();
+    }
+    bar.done();
+    return hash.digest("base64");
+  }
+
+  /** GET `url` with a typed error for every failure. */
+  async #get(o: { url: string; label: string }): Promise<Response> {
     const f = this.#options.fetch ?? fetch;
     let res: Response;
     try {
@@ -109,13 +190,22 @@ export class DependencyCache {
       await res.body?.cancel();
       throw new UnavailableError(`${o.label}: ${o.url} answered ${res.status}`);
     }
+    return res;
+  }
+
+  async #download(
+    o: { sha256: string; url: string; size?: number; label: string },
+    target: string,
+  ): Promise<number> {
+    await Deno.mkdir(path.dirname(target), { recursive: true });
+    const res = await this.#get(o);
     const total = o.size ?? (Number(res.headers.get("content-length")) || undefined);
     const bar = progress(`download ${o.label}`, total, { write: this.#options.log ?? (() => {}) });
     const tmp = `${target}.${crypto.randomUUID()}.tmp`;
     const file = await Deno.open(tmp, { write: true, createNew: true });
     const h = new Sha256Counter();
     try {
-      for await (const chunk of res.body) {
+      for await (const chunk of res.body!) {
         h.update(chunk);
         let off = 0;
         while (off < chunk.byteLength) off += await file.write(chunk.subarray(off));

@@ -18,6 +18,12 @@ export interface CatalogEntry {
   sha256: string;
   /** Byte size when the pin states it; checked on download. */
   size?: number;
+  /**
+   * When `url` is an archive holding the pinned file (the Deno runtime in its npm package):
+   * the archive's registry `integrity` (`sha512-<base64>`) and the `member` path; `sha256` then
+   * pins the extracted member, which is what setup publishes.
+   */
+  archive?: { integrity: string; member: string };
 }
 
 /** A catalogue file (JSON): `{ "dependencies": CatalogEntry[] }`. */
@@ -59,6 +65,19 @@ export function parseCatalog(doc: unknown, where = "catalogue"): Catalog {
     if (e.size !== undefined && (!Number.isSafeInteger(e.size) || e.size <= 0)) {
       throw new ValidationError(`${at}: bad size`);
     }
+    if (e.archive !== undefined) {
+      const a = e.archive;
+      if (
+        a === null || typeof a !== "object" ||
+        !/^sha512-[A-Za-z0-9+/]{86}==$/.test(a.integrity ?? "") ||
+        typeof a.member !== "string" || !/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(a.member) ||
+        a.member.split("/").some((s) => s === "." || s === "..")
+      ) {
+        throw new ValidationError(
+          `${at}: archive must be {"integrity": "sha512-…", "member": "relative/path"}`,
+        );
+      }
+    }
     const id = `${e.name}/${e.arch}`;
     if (seen.has(id)) throw new ValidationError(`${at}: ${id} listed twice`);
     seen.add(id);
@@ -69,6 +88,9 @@ export function parseCatalog(doc: unknown, where = "catalogue"): Catalog {
       url: e.url,
       sha256: e.sha256,
       size: e.size,
+      ...(e.archive
+        ? { archive: { integrity: e.archive.integrity, member: e.archive.member } }
+        : {}),
     };
   });
   return { dependencies };

@@ -6,12 +6,18 @@ Deno.test("catalogue: the embedded default pins every node component for both ar
   const c = parseCatalog(DEFAULT_CATALOG, "default catalogue");
   for (const arch of ["amd64", "arm64"]) {
     const names = c.dependencies.filter((d) => d.arch === arch).map((d) => d.name).sort();
-    assert.deepEqual(names, ["cni-plugins", "containerd", "crictl", "kubelet", "runc"], arch);
+    assert.deepEqual(
+      names,
+      ["cni-plugins", "containerd", "crictl", "deno", "kubelet", "runc"],
+      arch,
+    );
   }
   for (const d of c.dependencies) {
     assert.ok(d.url.startsWith("https://"), d.url);
     assert.ok(d.url.includes(d.version), `${d.url} names its version`);
-    assert.ok(d.url.includes(d.arch), `${d.url} names its architecture`);
+    const npmArch = d.arch === "amd64" ? "x64" : "arm64"; // the npm packages' names
+    assert.ok(d.url.includes(d.archive ? npmArch : d.arch), `${d.url} names its architecture`);
+    assert.equal(d.archive !== undefined, d.name === "deno", "only the runtime is in an archive");
   }
 });
 
@@ -37,4 +43,21 @@ Deno.test("catalogue: malformed pins are rejected", () => {
     /url must be http/,
   );
   assert.throws(() => parseCatalog({ deps: [] }), /expected \{"dependencies"/);
+  const archive = { integrity: `sha512-${"A".repeat(86)}==`, member: "package/deno" };
+  assert.equal(
+    parseCatalog({ dependencies: [{ ...good, archive }] }).dependencies[0].archive?.member,
+    "package/deno",
+  );
+  for (
+    const bad of [
+      { ...archive, integrity: "sha256-abc" },
+      { ...archive, member: "../deno" },
+      { ...archive, member: "/package/deno" },
+    ]
+  ) {
+    assert.throws(
+      () => parseCatalog({ dependencies: [{ ...good, archive: bad }] }),
+      /archive must be/,
+    );
+  }
 });

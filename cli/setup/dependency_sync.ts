@@ -39,6 +39,8 @@ export interface PlannedDependency {
   sha256: string;
   size?: number;
   source: string;
+  /** The archive that holds the file (see CatalogEntry.archive). */
+  archive?: { integrity: string; member: string };
   /** `published`: the manifest already lists this digest; `upload`: it must be stored. */
   action: "published" | "upload";
 }
@@ -67,6 +69,7 @@ export function wantedDependencies(options: {
         sha256: e.sha256,
         size: e.size,
         source: e.url,
+        ...(e.archive ? { archive: e.archive } : {}),
       });
     }
     for (const l of options.local.filter((d) => d.arch === arch)) {
@@ -150,12 +153,15 @@ async function uploadDependency(options: {
     file = await cache.put(local.bytes, item.sha256);
     size = local.bytes.byteLength;
   } else {
-    const got = await cache.ensure({
-      sha256: item.sha256,
-      url: item.source,
-      size: item.size,
-      label,
-    });
+    const got = item.archive
+      ? await cache.ensureMember({
+        sha256: item.sha256,
+        url: item.source,
+        integrity: item.archive.integrity,
+        member: item.archive.member,
+        label,
+      })
+      : await cache.ensure({ sha256: item.sha256, url: item.source, size: item.size, label });
     file = got.path;
     size = got.size;
     if (got.outcome === "reused") result.cacheReused++;

@@ -51,22 +51,29 @@ import { formatBytes } from "../../core/progress.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_index.ts";
 import { openStore } from "../../core/store_url.ts";
-import { VERSION } from "../../core/version.ts";
 import { writeImage } from "../../registry/image_writer.ts";
 import { UpstreamSource } from "../../registry/upstream.ts";
 import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
 import {
   DEFAULT_SANDBOX_IMAGE,
   dependenciesForKind,
+  OPTIONAL_DEPENDENCIES,
   POOL4_DETECT,
   renderUserData,
+  REQUIRED_DEPENDENCIES,
   SOURCES_DETECT,
 } from "../../vmconfig/render_user_data.ts";
 import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/infra_inputs.ts";
 import { describeInfra, generateTofu, serializeTofu } from "../infra/generate_tofu.ts";
 import { architectureOf } from "../infra/instance_types.ts";
 import { checkTofuSyntax } from "../infra/tofu_syntax.ts";
-import { availableZones, findReusableVpc } from "./aws_lookup.ts";
+import {
+  type AgentDistributions,
+  chooseAgentDistributions,
+  defaultDistDir,
+  RUNTIME_DEPENDENCY,
+} from "./agent_distribution.ts";
+import { availableZones, describeReusedVpc, findReusableVpc } from "./aws_lookup.ts";
 import { ensureClusterCas } from "./cluster_cas.ts";
 import { readCatalogFile } from "./dependency_catalog.ts";
 import { defaultCacheDir, DependencyCache } from "./dependency_cache.ts";
@@ -115,32 +122,6 @@ function parseKeyed(
     out[m[1] as Architecture] = m[2];
   }
   return out;
-}
-
-/** The agent binary of each architecture: --agent-binary ARCH=PATH, else dist/<arch>/podmin-agent. */
-async function agentBinaries(
-  flags: Partial<Record<Architecture, string>>,
-  arches: Architecture[],
-): Promise<{ local: LocalDependency[]; missing: Architecture[] }> {
-  const local: LocalDependency[] = [];
-  const missing: Architecture[] = [];
-  const distArch: Record<Architecture, string> = { amd64: "x86_64", arm64: "aarch64" };
-  for (const arch of arches) {
-    const file = flags[arch] ??
-      path.join(new URL("../../dist", import.meta.url).pathname, distArch[arch], "podmin-agent");
-    try {
-      local.push({
-        name: "podmin-agent",
-        version: VERSION,
-        arch,
-        bytes: await Deno.readFile(file),
-      });
-    } catch {
-      if (flags[arch]) throw new UsageError(`--agent-binary ${arch}=${file}: cannot read the file`);
-      missing.push(arch);
-    }
-  }
-  return { local, missing };
 }
 
 function manifestEntriesOf(items: PlannedDependency[], arch: Architecture): DependencyEntry[] {
@@ -292,6 +273,7 @@ export function clusterSpecOf(
     })),
     workloadCaPublish: flags.workloadCaPublish,
     otelLogsCa: flags.otelLogs?.ca,
+    kmsKeyArns: flags.kmsKeyArns,
   };
 }
 
@@ -331,8 +313,14 @@ Flags:
   --workload-ca-publish s3://B/K   publish the workload CA bundle to this exact object
   --otel-logs ENDPOINT[,ca=s3://B/K]
                                    OTLP log endpoint; ca= grants read access to that CA object
+  --kms-key-arn ARN                customer-managed KMS key of SecureStrings or Secrets Manager
+                                   values (repeatable): nodes may kms:Decrypt with exactly these
   --dependency-catalog FILE        pinned dependencies (JSON) instead of the embedded catalogue
-  --agent-binary ARCH=PATH         podmin-agent binary per architecture (default dist/<arch>/podmin-agent)
+  --agent-binary ARCH=PATH         compiled podmin-agent per architecture (amd64|arm64; default
+                                   DIST/x86_64/podmin-agent and DIST/aarch64/podmin-agent)
+  --dist DIR                       where built programs are (default the checkout's dist/); an
+                                   architecture without a compiled agent gets the pinned Deno
+                                   runtime plus DIST/podmin-agent.js (built when missing)
   --ami ARCH=AMI                   AMI per architecture (default: Debian 12 from SSM public parameters)
   --sandbox-image REF              Pod sandbox image to mirror (default ${DEFAULT_SANDBOX_IMAGE})
   --mirror-plain-http              fetch the sandbox image over http:// (local test registries)
@@ -349,8 +337,10 @@ Example:
       nodegroup: { type: "string", multiple: true },
       "workload-ca-publish": { type: "string" },
       "otel-logs": { type: "string" },
+      "kms-key-arn": { type: "string", multiple: true },
       "dependency-catalog": { type: "string" },
       "agent-binary": { type: "string", multiple: true },
+      dist: { type: "string" },
       ami: { type: "string", multiple: true },
       "sandbox-image": { type: "string", default: DEFAULT_SANDBOX_IMAGE },
       "mirror-plain-http": { type: "boolean", default: false },
@@ -417,7 +407,7 @@ interface SetupPlan {
   mirrorPlainHttp: boolean;
   workDir: string;
   nodeArches: Architecture[];
-  agents: { local: LocalDependency[]; missing: Architecture[] };
+  agents: AgentDistributions;
   amiFlags: Partial<Record<Architecture, string>>;
   /** Files setup publishes itself (vmconfig, agent binaries). */
   local: LocalDependency[];
@@ -437,6 +427,7 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
     nodeGroups: stringsFlag(ctx, "nodegroup"),
     workloadCaPublish: stringFlag(ctx, "workload-ca-publish"),
     otelLogs: stringFlag(ctx, "otel-logs"),
+    kmsKeyArns: stringsFlag(ctx, "kms-key-arn"),
   });
   if (natArchitectures(flags).length > 1) {
     throw new UsageError("all NAT64 instance types must share one architecture", {
@@ -462,10 +453,14 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
   const allArches = [...new Set([...nodeArches, ...natArchitectures(flags)])]
     .sort() as Architecture[];
   const vmconfig = buildVmconfigArchive();
-  const agents = await agentBinaries(
-    parseKeyed(stringsFlag(ctx, "agent-binary"), "--agent-binary", (p) => p.length > 0),
-    nodeArches,
-  );
+  const agents = await chooseAgentDistributions({
+    binaries: parseKeyed(stringsFlag(ctx, "agent-binary"), "--agent-binary", (p) => p.length > 0),
+    arches: nodeArches,
+    catalog,
+    dist: stringFlag(ctx, "dist") ?? defaultDistDir(),
+    log: ctx.err,
+  });
+  for (const line of agents.summary) ctx.err(line);
   const amiFlags = parseKeyed(
     stringsFlag(ctx, "ami"),
     "--ami",
@@ -480,9 +475,17 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
     })),
     ...agents.local,
   ];
+  const natArches = natArchitectures(flags);
   const wanted = wantedDependencies({ catalog, local, architectures: allArches })
-    // The NAT kind needs only vmconfig; node dependencies are for node architectures.
-    .filter((w) => w.name === "vmconfig" || nodeArches.includes(w.arch));
+    .filter((w) =>
+      w.name === "vmconfig" ||
+      // Node dependencies for node architectures (the runtime only where the agent needs it)…
+      (nodeArches.includes(w.arch) &&
+        (w.name !== RUNTIME_DEPENDENCY || agents.runtimeArches.includes(w.arch))) ||
+      // …and the NAT kind's pinned extras (Jool, SSM Agent) for the NAT architecture.
+      (natArches.includes(w.arch) &&
+        [...REQUIRED_DEPENDENCIES.nat, ...OPTIONAL_DEPENDENCIES.nat].includes(w.name))
+    );
   return {
     flags,
     region,
@@ -515,9 +518,9 @@ function previewCluster(plan: SetupPlan): ResolvedCluster {
   const { agents, flags, region } = plan;
   if (agents.missing.length) {
     plan.log(
-      `note: no podmin-agent binary for ${
+      `note: no podmin-agent for ${
         agents.missing.join(", ")
-      } (run 'deno task compile' or pass --agent-binary); the plan lists it as missing`,
+      } (run 'deno task bundle' or 'deno task compile', or pass --agent-binary); the plan lists it as missing`,
     );
   }
   return {
@@ -530,26 +533,60 @@ function previewCluster(plan: SetupPlan): ResolvedCluster {
 async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
   const { agents, flags, region, log } = plan;
   if (agents.missing.length) {
-    throw new UsageError(`no podmin-agent binary for ${agents.missing.join(", ")}`, {
+    throw new UsageError(`no podmin-agent for ${agents.missing.join(", ")}`, {
       hint:
-        "build them with 'deno task compile' (needs Deno's denort runtime) or pass --agent-binary ARCH=PATH",
+        "run 'deno task bundle' (runtime-plus-bundle) or 'deno task compile', or pass --agent-binary ARCH=PATH",
     });
   }
+  if (flags.workloadCaPublish) await checkPublishBucket(plan.store, flags.workloadCaPublish.bucket);
   const ec2 = new EC2Client({ region });
   const ssm = new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) });
   log(`checking ${region}: zones and VPC ${flags.vpcCidr}`);
   const zones = resolveZones(flags, await availableZones(ec2));
   const reused = await findReusableVpc(ec2, flags.vpcCidr);
+  const contents = reused &&
+    await describeReusedVpc(ec2, { vpcId: reused.id, cluster: flags.cluster });
   log(
-    reused
-      ? `reusing VPC ${reused.id} (never deleted by Podmin)`
+    reused && contents
+      ? `reusing VPC ${reused.id} (never deleted by Podmin): ${
+        contents.internetGatewayId
+          ? `its internet gateway ${contents.internetGatewayId}`
+          : "a new internet gateway"
+      }, ${contents.foreignSubnetCidrs.length} other subnet CIDR(s) kept clear${
+        contents.foreignSubnetCidrs.length ? ` (${contents.foreignSubnetCidrs.join(", ")})` : ""
+      }`
       : `a new VPC ${flags.vpcCidr} will be created`,
   );
   return {
     zones,
-    existingVpc: reused ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock } : undefined,
+    existingVpc: reused
+      ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock, ...contents }
+      : undefined,
     amiIds: await resolveAmis(ssm, plan.allArches, plan.amiFlags),
   };
+}
+
+/**
+ * `--workload-ca-publish s3://B/K`: B must exist (Podmin publishes into it, never creates it).
+ * The cluster bucket is fine (setup creates it); a 403 means it exists but is not ours to read.
+ */
+async function checkPublishBucket(store: ObjectStore, bucket: string): Promise<void> {
+  if (!(store instanceof S3Store) || bucket === store.bucket) return;
+  try {
+    await store.client.send(new HeadBucketCommand({ Bucket: bucket }));
+  } catch (err) {
+    const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+    if (status === 404) {
+      throw new UsageError(`--workload-ca-publish: bucket ${bucket} does not exist`, {
+        hint: "create the bucket first (Podmin publishes the workload CA bundle into it)",
+      });
+    }
+    if (status !== 403 && status !== 301) {
+      throw new PodminError(`cannot check bucket ${bucket}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
 }
 
 /** The dependency set the nodes get: the plan and each architecture's manifest entries. */
@@ -576,7 +613,7 @@ async function previewDependencies(plan: SetupPlan): Promise<PublishedDependenci
       arch,
       sha256: sha256Hex(new Uint8Array()),
       size: 0,
-      source: "missing: deno task compile, or --agent-binary",
+      source: "missing: deno task bundle or compile, or --agent-binary",
       action: "upload",
     });
   }
@@ -787,7 +824,7 @@ async function writeDryRun(
     missing: o.missing.map((arch) => ({
       name: "podmin-agent",
       arch,
-      hint: "deno task compile, or --agent-binary",
+      hint: "deno task bundle or compile, or --agent-binary",
     })),
   };
   await Deno.writeTextFile(

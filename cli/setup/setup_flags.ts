@@ -7,10 +7,12 @@
  *   --nodegroup NAME[,size=N,disk-size=GIB,instance-type=TYPE,zone=ZONE,nat64=TYPE]  (repeatable)
  *   --workload-ca-publish s3://BUCKET/KEY
  *   --otel-logs ENDPOINT[,ca=s3://BUCKET/KEY]
+ *   --kms-key-arn ARN                 (repeatable)
  */
 
 import { UsageError, type ValidationError } from "../../core/errors.ts";
 import { architectureOf } from "../infra/instance_types.ts";
+import { KMS_KEY_ARN } from "../infra/infra_inputs.ts";
 import { checkClusterId, isDnsLabel } from "../../core/names.ts";
 import type { Architecture } from "../../core/dependency_manifest.ts";
 
@@ -43,6 +45,8 @@ export interface SetupFlags {
   nodeGroups: NodeGroupFlags[];
   workloadCaPublish?: S3Object;
   otelLogs?: { endpoint: string; ca?: S3Object };
+  /** Customer-managed KMS keys of SecureStrings and secrets: the node role may decrypt with them. */
+  kmsKeyArns: string[];
 }
 
 /** Defaults from the product documents. */
@@ -174,6 +178,7 @@ export interface RawSetupFlags {
   nodeGroups: string[];
   workloadCaPublish?: string;
   otelLogs?: string;
+  kmsKeyArns?: string[];
 }
 
 /** Validates everything and returns the setup request. */
@@ -222,7 +227,22 @@ export function parseSetupFlags(raw: RawSetupFlags): SetupFlags {
     if (names.has(ng.name)) throw new UsageError(`--nodegroup ${ng.name} is given twice`);
     names.add(ng.name);
   }
-  const flags: SetupFlags = { cluster, region: raw.region, vpcCidr, nat64, nodeGroups };
+  const kmsKeyArns = [...new Set(raw.kmsKeyArns ?? [])];
+  for (const arn of kmsKeyArns) {
+    if (!KMS_KEY_ARN.test(arn)) {
+      throw new UsageError(`--kms-key-arn: expected a KMS key ARN, got ${JSON.stringify(arn)}`, {
+        hint: "arn:aws:kms:REGION:ACCOUNT:key/KEY-ID (aliases and wildcards are not accepted)",
+      });
+    }
+  }
+  const flags: SetupFlags = {
+    cluster,
+    region: raw.region,
+    vpcCidr,
+    nat64,
+    nodeGroups,
+    kmsKeyArns,
+  };
   if (raw.workloadCaPublish) {
     flags.workloadCaPublish = parseS3(raw.workloadCaPublish, "--workload-ca-publish");
   }

@@ -25,7 +25,7 @@ Deno.test("vmconfig: podmin-agent.service's ExecStart runs one converging pass o
     };
     // systemd expands ${VAR} from the EnvironmentFile; do the same.
     const args = exec[2].split(" ").map((a) =>
-      a.replace(/\$\{([A-Z_]+)\}/g, (_, k: string) => {
+      a.replace(/\$\{([A-Z0-9_]+)\}/g, (_, k: string) => {
         assert.ok(k in env, `unit uses ${k}, which the test must provide`);
         return env[k];
       })

@@ -535,6 +535,115 @@ testWith(
 );
 
 testWith(
+  "vmconfig boot: runtime-plus-bundle node user-data starts the bundled agent with the pinned runtime",
+  { root: true, tools: [...TOOLS, "unshare"] },
+  async () => {
+    const m = await moto();
+    const bucket = await m.createBucket();
+    const dir = await Deno.makeTempDir({ prefix: "podmin-vmc-rt-" });
+    const ns = await netns(`podmin-vmc-rt-${Deno.pid}`);
+    const imds = startImds({
+      instanceId: "i-0123456789abcdef1",
+      availabilityZone: "us-east-1a",
+      enis: [
+        { mac: NODE_MAC, deviceNumber: 0, interfaceId: "eni-0aaaaaaaaaaaaaaa1", ipv6s: [NODE_IP] },
+        {
+          mac: POD_MAC,
+          deviceNumber: 1,
+          interfaceId: "eni-0bbbbbbbbbbbbbbb1",
+          ipv6s: [POD_IP],
+          prefixToAssign: PREFIX,
+        },
+      ],
+    });
+    try {
+      for (const [dev, mac] of [["ens5", NODE_MAC], ["ens6", POD_MAC]]) {
+        await vethEni(ns.name, dev, { mac });
+      }
+      await must("ip", ["-n", ns.name, "addr", "add", `${NODE_IP}/64`, "dev", "ens5", "nodad"]);
+      await must("ip", ["-n", ns.name, "addr", "add", `${POD_IP}/64`, "dev", "ens6", "nodad"]);
+      // The real distribution: this Deno (the pinned 2.9.6 runtime) and the stamped agent bundle.
+      await must("bash", [new URL("../../cli/build.sh", import.meta.url).pathname, "bundle"], {
+        env: { PODMIN_DIST: `${dir}/dist` },
+      });
+      const runtime = await Deno.readFile(Deno.execPath());
+      const bundle = await Deno.readFile(`${dir}/dist/podmin-agent.js`);
+      const files = await nodeFiles(dir);
+      delete files["podmin-agent"];
+      files.deno = [Deno.version.deno, runtime];
+      files["podmin-agent-bundle"] = ["0.1.0-test", bundle];
+      const deps = await publish(files, bucket);
+      const ud = renderUserData({
+        cluster: "prod",
+        bucket,
+        region: "us-east-1",
+        nodeGroup: "workers",
+        architecture: "amd64",
+        dependencies: deps,
+      });
+      const b = await boot(ud.text, dir, {
+        PODMIN_S3_BASE_URL: `${m.endpoint}/${bucket}`,
+        PODMIN_IMDS_ENDPOINTS: imds.endpoint,
+        PODMIN_EC2_ENDPOINT: imds.endpoint,
+        PODMIN_NETNS: ns.name,
+      });
+      assert.equal(b.out.code, 0, `user-data failed:\n${b.out.stderr}`);
+      assert.match(
+        b.out.stderr,
+        /podmin-agent: runtime-plus-bundle \(deno 2\.9\.6, bundle 0\.1\.0-test\)/,
+      );
+      const root = b.root;
+      for (
+        const [p, want] of [
+          ["/usr/local/lib/podmin/deno", "0:0 0755"],
+          ["/usr/local/lib/podmin/podmin-agent.js", "0:0 0644"],
+          ["/usr/local/bin/podmin-agent", "0:0 0755"],
+        ]
+      ) assert.equal(await ownerMode(`${root}${p}`), want, p);
+      assert.deepEqual(await Deno.readFile(`${root}/usr/local/lib/podmin/podmin-agent.js`), bundle);
+      // systemd starts the unit whose ExecStart is the launcher.
+      const unit = await Deno.readTextFile(`${root}/etc/systemd/system/podmin-agent.service`);
+      assert.match(unit, /^ExecStart=\/usr\/local\/bin\/podmin-agent run /m);
+      const calls = (await Deno.readTextFile(b.recorder.log)).trim().split("\n");
+      assert.ok(
+        calls.includes(
+          "restart podmin-pod-network containerd kubelet podmin-agent amazon-ssm-agent",
+        ),
+        calls.join("\n"),
+      );
+      // The installed launcher, run as the unit runs it, with the node's paths mounted in a
+      // private mount namespace: the pinned runtime runs the bundled agent.
+      const script = [
+        "set -e",
+        "mount -t tmpfs tmpfs /usr/local/lib",
+        "mkdir /usr/local/lib/podmin",
+        `mount --bind ${root}/usr/local/lib/podmin /usr/local/lib/podmin`,
+        "mount -t tmpfs tmpfs /var/lib",
+        "mkdir -p /var/lib/podmin",
+        `exec ${root}/usr/local/bin/podmin-agent --version`,
+      ].join("\n");
+      const ran = await run("unshare", [
+        "--mount",
+        "--propagation",
+        "private",
+        "bash",
+        "-c",
+        script,
+      ]);
+      assert.equal(ran.code, 0, ran.stderr);
+      assert.match(
+        ran.stdout,
+        /^podmin-agent 0\.1\.0 \(commit [0-9a-f]{12}(-dirty)?, deno 2\.9\.6, linux\/x86_64\)$/m,
+      );
+    } finally {
+      await imds.close();
+      await ns.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);
+
+testWith(
   "vmconfig boot: a dependency with a wrong sha256 aborts the boot with nothing installed",
   { root: true, tools: TOOLS },
   async () => {

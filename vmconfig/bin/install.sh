@@ -8,6 +8,11 @@
 # directories only, no absolute or '..' member names, every expected member present) before the
 # first file is installed. Re-running is harmless: unchanged files are left alone.
 #
+# Node kind: the agent is either "podmin-agent" (a compiled binary) or the runtime-plus-bundle
+# pair "deno" (the pinned Deno runtime) and "podmin-agent-bundle" (the single-file bundle); for
+# the pair, /usr/local/bin/podmin-agent is a launcher that runs the bundle with the runtime, so
+# the podmin-agent unit starts the agent the same way in both cases.
+#
 # NAT kind: "jool" (a tar.gz with bin/jool and modules/<kernel-release>/{jool_common,jool}.ko) is
 # optional. Without it, configure.sh installs Debian's jool-dkms and jool-tools with apt-get
 # when NAT64 is enabled (after bootstrap has attached the NAT64 ENI).
@@ -35,7 +40,10 @@ check_root_prefix
 # Dependencies per kind: required ones, then optional ones.
 declare -A required=() optional=([amazon-ssm-agent]=1)
 case $kind in
-node) for n in vmconfig containerd runc cni-plugins crictl kubelet podmin-agent; do required[$n]=1; done ;;
+node)
+  for n in vmconfig containerd runc cni-plugins crictl kubelet; do required[$n]=1; done
+  for n in podmin-agent deno podmin-agent-bundle; do optional[$n]=1; done
+  ;;
 nat)
   required[vmconfig]=1
   optional[jool]=1
@@ -54,6 +62,17 @@ while read -r name version sha size file extra; do
   dep_file[$name]=$file dep_version[$name]=$version dep_sha[$name]=$sha
 done <"$deps_list"
 for n in "${!required[@]}"; do [[ -n ${dep_file[$n]:-} ]] || die "missing dependency: $n"; done
+agent_runtime=false
+if [[ $kind == node ]]; then
+  if [[ -n ${dep_file[podmin-agent]:-} ]]; then
+    [[ -z ${dep_file[deno]:-}${dep_file[podmin-agent-bundle]:-} ]] ||
+      die "podmin-agent comes either compiled or as deno + podmin-agent-bundle, not both"
+  else
+    [[ -n ${dep_file[deno]:-} && -n ${dep_file[podmin-agent-bundle]:-} ]] ||
+      die "missing dependency: podmin-agent (or deno and podmin-agent-bundle)"
+    agent_runtime=true
+  fi
+fi
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -95,7 +114,7 @@ member() {
 
 # --- 1. unpack and check everything ------------------------------------------------------------
 declare -A formats=([containerd]=tgz [runc]=raw [cni-plugins]=tgz [crictl]=tgz [kubelet]=raw
-  [podmin-agent]=raw [amazon-ssm-agent]=deb [jool]=tgz [vmconfig]=tgz)
+  [podmin-agent]=raw [deno]=raw [podmin-agent-bundle]=raw [amazon-ssm-agent]=deb [jool]=tgz [vmconfig]=tgz)
 for n in "${!dep_file[@]}"; do unpack "$n" "${formats[$n]}"; done
 
 declare -a plan=() # "SRC DEST MODE" entries, all checked before anything is installed
@@ -107,7 +126,21 @@ node)
   for b in ptp host-local loopback; do add cni-plugins "$b" "/opt/cni/bin/$b" 0755; done
   add crictl crictl /usr/local/bin/crictl 0755
   add kubelet kubelet /usr/local/bin/kubelet 0755
-  add podmin-agent podmin-agent /usr/local/bin/podmin-agent 0755
+  if [[ $agent_runtime == true ]]; then
+    log "podmin-agent: runtime-plus-bundle (deno ${dep_version[deno]}, bundle ${dep_version[podmin-agent-bundle]})"
+    add deno deno /usr/local/lib/podmin/deno 0755
+    add podmin-agent-bundle podmin-agent-bundle /usr/local/lib/podmin/podmin-agent.js 0644
+    cat >"$scratch/podmin-agent-launcher" <<'EOT'
+#!/bin/sh
+# Podmin: podmin-agent as the pinned Deno runtime running the agent bundle (runtime-plus-bundle
+# distribution). Installed by vmconfig's install.sh; do not edit.
+export DENO_DIR=/var/lib/podmin/deno DENO_NO_UPDATE_CHECK=1 DENO_NO_PROMPT=1
+exec /usr/local/lib/podmin/deno run --allow-all --no-config --no-lock /usr/local/lib/podmin/podmin-agent.js "$@"
+EOT
+    plan+=("$scratch/podmin-agent-launcher|/usr/local/bin/podmin-agent|0755")
+  else
+    add podmin-agent podmin-agent /usr/local/bin/podmin-agent 0755
+  fi
   ;;
 nat)
   if [[ -n ${dep_file[jool]:-} ]]; then
@@ -181,6 +214,10 @@ ensure_dir /etc/podmin root root 0755
 if [[ $kind == node ]]; then
   ensure_dir /usr/local/bin root root 0755
   ensure_dir /usr/local/sbin root root 0755
+  if [[ $agent_runtime == true ]]; then
+    ensure_dir /usr/local/lib root root 0755
+    ensure_dir /usr/local/lib/podmin root root 0755
+  fi
   ensure_dir /opt/cni/bin root root 0755
   ensure_dir /etc/cni/net.d root root 0755
   ensure_dir /etc/containerd root root 0755
