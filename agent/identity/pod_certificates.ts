@@ -17,14 +17,12 @@
 
 import * as path from "node:path";
 import type { X509Certificate } from "@peculiar/x509";
-import { WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
 import {
   certificatesPem,
   generateKeyPair,
   identityUri,
   importPrivateKeyPem,
   issueLeaf,
-  type KeyPair,
   LIFETIMES,
   parseCertificatesPem,
   privateKeyPem,
@@ -34,15 +32,7 @@ import {
 import type { Logger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import type { Deployment } from "../../core/resources.ts";
-import {
-  checkCaState,
-  type CheckedCaState,
-  emptyWorkloadCaState,
-  parseWorkloadCaState,
-  trustBundlePem,
-  WORKLOAD_CA_STATE_MAX_BYTES,
-  type WorkloadCaState,
-} from "../../core/workload_ca_state.ts";
+import type { CheckedCaState } from "../../core/workload_ca_state.ts";
 import { podDirName } from "../pod_dir.ts";
 import {
   ensurePrivateRoot,
@@ -50,8 +40,8 @@ import {
   readGeneration,
   writeGeneration,
 } from "../pod_generations.ts";
-import { PolledObject } from "../polled_object.ts";
 import type { CaKeySource } from "./ca_key.ts";
+import { CaView, type Issuer } from "./ca_view.ts";
 import { ServiceNames } from "./service_names.ts";
 
 /** File names of a Pod's certificate generation. */
@@ -63,6 +53,8 @@ export interface PodCertificatesOptions {
   tlsDir: string;
   store: ObjectStore;
   caKey: CaKeySource;
+  /** A CA view shared with other issuers (default: its own over `store` and `caKey`). */
+  ca?: CaView;
   /** Re-read interval of the CA state and the Service index (default 30 s). */
   refreshMs?: number;
   /** Leaf lifetime (default `LIFETIMES.leafMs`). */
@@ -103,23 +95,15 @@ export interface PodCertificateStatus {
 /** Keeps the certificates of local Pods valid. */
 export class PodCertificates {
   readonly #o: PodCertificatesOptions;
-  readonly #state: PolledObject<WorkloadCaState>;
+  readonly #ca: CaView;
   readonly #services: ServiceNames;
   readonly #current = new Map<string, Current>();
-  #checked?: { state: WorkloadCaState; checked: CheckedCaState; bundlePem: string };
-  #stateError?: string;
 
   constructor(options: PodCertificatesOptions) {
     this.#o = options;
     const intervalMs = options.refreshMs ?? 30_000;
-    this.#state = new PolledObject({
-      store: options.store,
-      key: WORKLOAD_CA_STATE,
-      parse: parseWorkloadCaState,
-      absent: emptyWorkloadCaState,
-      intervalMs,
-      maxBytes: WORKLOAD_CA_STATE_MAX_BYTES,
-    });
+    this.#ca = options.ca ??
+      new CaView({ store: options.store, caKey: options.caKey, refreshMs: intervalMs });
     this.#services = new ServiceNames({
       store: options.store,
       intervalMs,
@@ -147,7 +131,7 @@ export class PodCertificates {
       result.errors.push(`certificates directory ${this.#o.tlsDir}: ${(err as Error).message}`);
       return result;
     }
-    const issuer = await this.#issuer(now);
+    const issuer = await this.#ca.issuer(now);
     if ("error" in issuer) result.errors.push(`workload identity: ${issuer.error}`);
     else if (issuer.warning) {
       result.errors.push(
@@ -166,50 +150,10 @@ export class PodCertificates {
     for (const ref of [...this.#current.keys()]) if (!keep.has(ref)) this.#current.delete(ref);
   }
 
-  /** The key and the checked CA state, or why there is none this pass. */
-  async #issuer(
-    now: Date,
-  ): Promise<
-    { key: KeyPair; checked: CheckedCaState; bundlePem: string; warning?: string } | {
-      error: string;
-    }
-  > {
-    let key: KeyPair;
-    try {
-      key = await this.#o.caKey.load();
-    } catch (err) {
-      return {
-        error: `cannot read the workload CA key (${this.#o.caKey.description}): ${
-          (err as Error).message
-        }`,
-      };
-    }
-    const read = await this.#state.read({ now: now.getTime() });
-    if (read.changed && read.value) {
-      try {
-        const checked = await checkCaState(read.value, key.publicKey);
-        this.#checked = { state: read.value, checked, bundlePem: trustBundlePem(checked) };
-        this.#stateError = undefined;
-      } catch (err) {
-        // A tampered or foreign state is not trusted; the last good one stays in use.
-        this.#stateError = (err as Error).message;
-      }
-    }
-    const error = read.error ?? this.#stateError;
-    if (!this.#checked) return { error: error ?? `${WORKLOAD_CA_STATE} has no certificate yet` };
-    if (!this.#checked.checked.active) {
-      return {
-        error: `${WORKLOAD_CA_STATE} has no active certificate yet (the elected agent promotes ` +
-          "one after publication)",
-      };
-    }
-    return { key, ...this.#checked, warning: error };
-  }
-
   async #syncOne(options: {
     d: Deployment;
     now: Date;
-    issuer: { key: KeyPair; checked: CheckedCaState; bundlePem: string } | { error: string };
+    issuer: Issuer;
     result: IdentityResult;
   }): Promise<void> {
     const { d, now, issuer, result } = options;
@@ -299,7 +243,7 @@ export class PodCertificates {
     dir: string;
     uri: string;
     dnsNames: string[];
-    issuer: { key: KeyPair; checked: CheckedCaState; bundlePem: string };
+    issuer: Exclude<Issuer, { error: string }>;
     now: Date;
   }): Promise<Current> {
     const { ref, dir, issuer, now } = options;
