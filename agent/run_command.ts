@@ -22,6 +22,9 @@ import { type AgentStatus, readStatus, writeStatus } from "./deployments/status.
 import { AwsValueProvider } from "./secrets/value_provider.ts";
 import { type CaKeySource, fileCaKey, ssmCaKey } from "./identity/ca_key.ts";
 import { PodCertificates } from "./identity/pod_certificates.ts";
+import { CaView } from "./identity/ca_view.ts";
+import { TelemetryIdentity, type TelemetryStatus } from "./identity/telemetry.ts";
+import * as path from "node:path";
 import { REGISTRY_LISTEN } from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
 import { parseListen, serveRegistry } from "../registry/server.ts";
@@ -31,12 +34,18 @@ export const DEFAULTS = {
   manifestDir: "/etc/podmin/manifests",
   secretsDir: "/run/podmin/secrets",
   tlsDir: "/run/podmin/tls",
+  telemetryDir: "/run/podmin/telemetry",
+  fluentBitUnit: "podmin-fluent-bit.service",
   stateDir: "/run/podmin/agent",
   interval: "2s",
   secretsInterval: "60s",
 } as const;
 
 const MAX_BACKOFF_MS = 30_000;
+/** How often the CA state is re-read (spec §8.5: the trust window covers it). */
+const CA_STATE_REFRESH_MS = 30_000;
+/** The telemetry maintenance pass. */
+const TELEMETRY_INTERVAL_MS = 60_000;
 
 /**
  * The agent's store makes one attempt per operation: its loop is the retry (backoff with jitter),
@@ -70,6 +79,15 @@ Flags:
   --workload-ca-key SOURCE  the workload CA key: "ssm" (default,
                             /<cluster>/_system/workload-ca-key), "file:PATH" (a PEM on
                             tmpfs, as podmin local uses) or "off" (no Pod certificates)
+  --telemetry-dir DIR       tmpfs subtree of the Fluent Bit identity and the OTel CA
+                            bundle (default ${DEFAULTS.telemetryDir})
+  --fluent-bit-identity     keep a client-only Fluent Bit certificate in
+                            <telemetry-dir>/client (validated every pass, renewed at
+                            half-life; Fluent Bit restarted after each swap)
+  --otel-ca URL             keep the OTLP server CA bundle s3://BUCKET/KEY in
+                            <telemetry-dir>/otel-ca (last good kept on failures)
+  --fluent-bit-unit UNIT    systemd unit restarted after a swap (default
+                            ${DEFAULTS.fluentBitUnit})
   --workload-ca-publish URL publish every retained workload CA certificate as PEM to
                             this exact s3://BUCKET/KEY before CA promotion
   --registry-listen ADDR    serve the loopback registry here (default ${REGISTRY_LISTEN});
@@ -95,6 +113,10 @@ Example:
     "node-id": { type: "string" },
     "workload-ca-key": { type: "string", default: "ssm" },
     "workload-ca-publish": { type: "string" },
+    "telemetry-dir": { type: "string", default: DEFAULTS.telemetryDir },
+    "fluent-bit-identity": { type: "boolean", default: false },
+    "otel-ca": { type: "string" },
+    "fluent-bit-unit": { type: "string", default: DEFAULTS.fluentBitUnit },
     "registry-listen": { type: "string", default: REGISTRY_LISTEN },
     "registry-allow-non-loopback": { type: "boolean", default: false },
   },
@@ -105,6 +127,7 @@ Example:
     const log = createLogger("agent");
     const provider = new AwsValueProvider({ region });
     const caKey = caKeySource({ flag: f.workloadCaKey, provider, cluster });
+    const ca = caKey && new CaView({ store, caKey, refreshMs: CA_STATE_REFRESH_MS });
     const deployments = new DeploymentsLoop({
       store,
       nodeGroup,
@@ -119,7 +142,7 @@ Example:
         log,
       }),
       identity: caKey &&
-        new PodCertificates({ cluster, tlsDir: f.tlsDir, store, caKey, log }),
+        new PodCertificates({ cluster, tlsDir: f.tlsDir, store, caKey, ca, log }),
       log,
     });
     if (f.once) return await runOnce({ ctx, deployments, stateDir });
@@ -128,7 +151,8 @@ Example:
     if (f.registryListen !== "off") {
       hostRegistry({ store, listen: f.registryListen, signal: abort.signal, log });
     }
-    const loops = [
+    const telemetry = telemetryIdentity({ f, ca, region, log });
+    const loops: { start(): void; stop(): Promise<void> }[] = [
       new Loop<AgentStatus>({
         name: "deployments",
         intervalMs,
@@ -141,6 +165,18 @@ Example:
         status: (status) => writeStatus(stateDir, status),
       }),
     ];
+    if (telemetry) {
+      loops.push(
+        new Loop<TelemetryStatus>({
+          name: "telemetry",
+          intervalMs: TELEMETRY_INTERVAL_MS,
+          maxBackoffMs: MAX_BACKOFF_MS,
+          log,
+          pass: async () => ({ status: await telemetry.pass() }),
+          status: (status) => writeJsonStatus(path.join(stateDir, "telemetry.json"), status),
+        }),
+      );
+    }
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
     for (const loop of loops) loop.start();
     await stopSignal();
@@ -190,6 +226,10 @@ function runFlags(ctx: CommandContext) {
     nodeId: checkNodeId(stringFlag(ctx, "node-id") ?? defaultNodeId()),
     workloadCaKey: parseCaKeyFlag(stringFlag(ctx, "workload-ca-key") ?? "ssm"),
     workloadCaPublish: optionalS3ObjectUrl(ctx, "workload-ca-publish"),
+    telemetryDir: stringFlag(ctx, "telemetry-dir") ?? DEFAULTS.telemetryDir,
+    fluentBitIdentity: booleanFlag(ctx, "fluent-bit-identity"),
+    otelCa: optionalS3ObjectUrl(ctx, "otel-ca"),
+    fluentBitUnit: stringFlag(ctx, "fluent-bit-unit") ?? DEFAULTS.fluentBitUnit,
     ipv6Prefix,
     intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
     region: stringFlag(ctx, "region") ?? defaultRegion(),
@@ -219,6 +259,65 @@ function parseCaKeyFlag(value: string): CaKeyFlag {
   throw new UsageError(`--workload-ca-key ${JSON.stringify(value)} is not a key source`, {
     hint: 'use "ssm", "file:/run/…/workload-ca-key.pem" (absolute path) or "off"',
   });
+}
+
+/** The Fluent Bit identity and OTel CA bundle keeper, when either is asked for. */
+function telemetryIdentity(options: {
+  f: ReturnType<typeof runFlags>;
+  ca?: CaView;
+  region: string;
+  log: Logger;
+}): TelemetryIdentity | undefined {
+  const { f, ca, region, log } = options;
+  if (!f.fluentBitIdentity && !f.otelCa) return undefined;
+  if (f.fluentBitIdentity && !ca) {
+    throw new UsageError("--fluent-bit-identity needs the workload CA key", {
+      hint: "drop --workload-ca-key off, or drop --fluent-bit-identity",
+    });
+  }
+  let otelCa: { store: ObjectStore; key: string; refreshMs: number } | undefined;
+  if (f.otelCa) {
+    const [, bucket, key] = /^s3:\/\/([^/]+)\/(.+)$/.exec(f.otelCa)!;
+    otelCa = {
+      store: openStore(`s3://${bucket}`, { region, retry: AGENT_RETRY }),
+      key,
+      refreshMs: TELEMETRY_INTERVAL_MS,
+    };
+  }
+  return new TelemetryIdentity({
+    cluster: f.cluster,
+    nodeGroup: f.nodeGroup,
+    nodeId: f.nodeId,
+    dir: f.telemetryDir,
+    ca: f.fluentBitIdentity ? ca : undefined,
+    otelCa,
+    restartFluentBit: () => systemctlRestart(f.fluentBitUnit),
+    log,
+  });
+}
+
+/** `systemctl restart UNIT`; throws with systemctl's message when it fails. */
+async function systemctlRestart(unit: string): Promise<void> {
+  const out = await new Deno.Command("systemctl", {
+    args: ["restart", unit],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (out.code !== 0) {
+    throw new Error(
+      `systemctl restart ${unit} exited ${out.code}: ${
+        new TextDecoder().decode(out.stderr).trim()
+      }`,
+    );
+  }
+}
+
+/** Writes a JSON status file atomically. */
+async function writeJsonStatus(file: string, value: unknown): Promise<void> {
+  await Deno.mkdir(path.dirname(file), { recursive: true, mode: 0o755 });
+  await Deno.writeTextFile(`${file}.tmp`, JSON.stringify(value, null, 2) + "\n");
+  await Deno.rename(`${file}.tmp`, file);
 }
 
 /** The workload CA key source of `--workload-ca-key`, or undefined for "off". */

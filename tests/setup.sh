@@ -9,6 +9,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # Debian packages: tool -> package.
 declare -A debs=(
   [curl]=curl
+  [openssl]=openssl
   [jq]=jq
   [gcc]=gcc
   [skopeo]=skopeo

@@ -25,8 +25,18 @@ import { createFsBucket, FsStore } from "../../core/fs_store.ts";
 import { silentLogger } from "../../core/log.ts";
 import { type Deployment, parseResource, type Service } from "../../core/resources.ts";
 import { agent } from "../support/programs.ts";
+import { mutualTls, run } from "../support/openssl_tls.ts";
 import { testWith } from "../support/requirements.ts";
 import { caEntry, writeCaState } from "../support/workload_ca.ts";
+
+/** The three files of a certificate generation directory. */
+function tlsFiles(dir: string) {
+  return {
+    cert: path.join(dir, TLS_FILES.cert),
+    key: path.join(dir, TLS_FILES.key),
+    ca: path.join(dir, TLS_FILES.ca),
+  };
+}
 
 const T0 = new Date("2026-12-01T00:00:00Z");
 const HOUR = 3600_000;
@@ -110,87 +120,9 @@ function loopWith(
   });
 }
 
-async function run(cmd: string, args: string[], stdin?: string) {
-  const child = new Deno.Command(cmd, {
-    args,
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const out = await child.output();
-  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-  return { code: out.code, text };
-}
-
-/** Runs an openssl s_server for `server` and an s_client with `client`; true when mTLS completed. */
-async function mutualTls(
-  server: { dir: string },
-  client: { cert: string; key: string; ca: string },
-): Promise<{ ok: boolean; text: string }> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  const s = new Deno.Command("openssl", {
-    args: [
-      "s_server",
-      "-accept",
-      `127.0.0.1:${port}`,
-      "-cert",
-      path.join(server.dir, TLS_FILES.cert),
-      "-key",
-      path.join(server.dir, TLS_FILES.key),
-      "-CAfile",
-      path.join(server.dir, TLS_FILES.ca),
-      "-Verify",
-      "1",
-      "-verify_return_error",
-      "-tls1_3",
-      "-naccept",
-      "1",
-      "-www",
-    ],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  try {
-    // Wait until the server listens (a probe connection would use up its one accept).
-    for (let i = 0; (await run("ss", ["-Hltn", `sport = :${port}`])).text.trim() === ""; i++) {
-      if (i > 200) throw new Error("openssl s_server did not listen");
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    const c = await run("openssl", [
-      "s_client",
-      "-connect",
-      `127.0.0.1:${port}`,
-      "-cert",
-      client.cert,
-      "-key",
-      client.key,
-      "-CAfile",
-      client.ca,
-      "-verify_return_error",
-      "-tls1_3",
-      "-quiet",
-    ], "GET / HTTP/1.0\r\n\r\n");
-    // -www answers only after the handshake, client certificate included, was accepted.
-    return { ok: c.code === 0 && c.text.includes("HTTP/1.0 200 ok"), text: c.text };
-  } finally {
-    try {
-      s.kill("SIGKILL");
-    } catch { /* exited */ }
-    await s.status;
-    await s.stdout.cancel().catch(() => {});
-    await s.stderr.cancel().catch(() => {});
-  }
-}
-
 testWith(
   "Pod certificates [openssl]: openssl verifies them; two Pods complete mutual TLS; a foreign CA is refused",
-  { tools: ["openssl"] },
+  { tools: ["openssl", "ss"] },
   async () => {
     await using n = await node();
     await writeCaState(n.store, [
@@ -244,7 +176,7 @@ testWith(
       key: path.join(api, TLS_FILES.key),
       ca: path.join(api, TLS_FILES.ca),
     };
-    const good = await mutualTls({ dir: web }, apiIdentity);
+    const good = await mutualTls(tlsFiles(web), apiIdentity);
     assert.ok(good.ok, good.text);
 
     // The same identity signed by another CA key (same CA name): refused by the server.
@@ -267,7 +199,7 @@ testWith(
       path.join(n.shm, "foreign.key"),
       await privateKeyPem(leafKeys.privateKey),
     );
-    const bad = await mutualTls({ dir: web }, {
+    const bad = await mutualTls(tlsFiles(web), {
       ...apiIdentity,
       cert: path.join(n.shm, "foreign.crt"),
       key: path.join(n.shm, "foreign.key"),
