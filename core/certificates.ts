@@ -19,7 +19,6 @@ import {
   BasicConstraintsExtension,
   ExtendedKeyUsage,
   ExtendedKeyUsageExtension,
-  type Extension,
   KeyUsageFlags,
   KeyUsagesExtension,
   PemConverter,
@@ -28,6 +27,8 @@ import {
   X509Certificate,
   X509CertificateGenerator,
 } from "@peculiar/x509";
+import * as der from "./der.ts";
+import { Buffer } from "node:buffer";
 import { PodminError } from "./errors.ts";
 import {
   checkClusterId,
@@ -77,7 +78,15 @@ export async function generateKeyPair(): Promise<KeyPair> {
 
 /** PKCS#8 PEM of a private key. */
 export async function privateKeyPem(key: CryptoKey): Promise<string> {
-  return PemConverter.encode(await crypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
+  return pemBlock(await crypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
+}
+
+/** One PEM block (RFC 7468: base64 in 64-character lines). */
+function pemBlock(der: ArrayBuffer, label: string): string {
+  const b64 = Buffer.from(der).toString("base64");
+  const lines: string[] = [];
+  for (let i = 0; i < b64.length; i += 64) lines.push(b64.slice(i, i + 64));
+  return `-----BEGIN ${label}-----\n${lines.join("\n")}\n-----END ${label}-----\n`;
 }
 
 /**
@@ -203,42 +212,63 @@ export async function issueLeaf(options: IssueOptions): Promise<X509Certificate>
   if (identity.profile === "node") {
     for (const ip of identity.ipAddresses ?? []) names.push({ type: "ip", value: ip });
   }
-  return await X509CertificateGenerator.create({
-    serialNumber: randomSerial(),
-    subject: [{ CN: [commonNameOf(identity)] }],
-    issuer: ca.certificate.subject,
-    notBefore,
-    notAfter,
-    publicKey: options.publicKey,
-    signingKey: ca.privateKey,
-    signingAlgorithm: KEY_ALGORITHM,
-    extensions: [
-      ...await fixedExtensions(ca.certificate, identity.profile === "fluent-bit"),
-      new SubjectAlternativeNameExtension(names, false),
-    ],
-  });
+  // The TBSCertificate is assembled directly (RFC 5280 §4.1): the issuer name and the fixed
+  // extensions come encoded from the CA, the key from WebCrypto; only the SAN is built per leaf.
+  const fixed = await fixedParts(ca.certificate, identity.profile === "fluent-bit");
+  const san = new Uint8Array(new SubjectAlternativeNameExtension(names, false).rawData);
+  const spki = new Uint8Array(await crypto.subtle.exportKey("spki", options.publicKey));
+  const tbs = der.sequence(
+    der.tlv(0xa0, der.unsignedInteger(Uint8Array.of(2))), // v3
+    der.unsignedInteger(randomSerialBytes()),
+    ECDSA_SHA256,
+    fixed.issuer,
+    der.sequence(der.time(notBefore), der.time(notAfter)),
+    der.sequence(der.tlv(0x31, der.sequence(COMMON_NAME, der.utf8String(commonNameOf(identity))))),
+    spki,
+    der.tlv(0xa3, der.sequence(fixed.extensions, san)),
+  );
+  const signature = new Uint8Array(await crypto.subtle.sign(KEY_ALGORITHM, ca.privateKey, tbs));
+  return new X509Certificate(
+    der.sequence(tbs, ECDSA_SHA256, der.bitString(der.ecdsaSignature(signature))),
+  );
 }
 
-/** Encoded extensions that are the same for every leaf of one CA and kind, built once. */
-const fixedCache = new WeakMap<X509Certificate, Map<boolean, Promise<Extension[]>>>();
+/** AlgorithmIdentifier of ecdsa-with-SHA256 (no parameters). */
+const ECDSA_SHA256 = der.sequence(der.oid("1.2.840.10045.4.3.2"));
+/** The commonName attribute type. */
+const COMMON_NAME = der.oid("2.5.4.3");
 
-function fixedExtensions(ca: X509Certificate, clientOnly: boolean): Promise<Extension[]> {
+/** DER parts that are the same for every leaf of one CA and kind, built once. */
+const fixedCache = new WeakMap<
+  X509Certificate,
+  Map<boolean, Promise<{ issuer: Uint8Array; extensions: Uint8Array }>>
+>();
+
+function fixedParts(
+  ca: X509Certificate,
+  clientOnly: boolean,
+): Promise<{ issuer: Uint8Array; extensions: Uint8Array }> {
   let byKind = fixedCache.get(ca);
   if (!byKind) fixedCache.set(ca, byKind = new Map());
-  let exts = byKind.get(clientOnly);
-  if (!exts) {
+  let parts = byKind.get(clientOnly);
+  if (!parts) {
     const eku = clientOnly
       ? [ExtendedKeyUsage.clientAuth]
       : [ExtendedKeyUsage.serverAuth, ExtendedKeyUsage.clientAuth];
-    exts = AuthorityKeyIdentifierExtension.create(ca, false).then((aki) => [
-      new BasicConstraintsExtension(false, undefined, true),
-      new KeyUsagesExtension(KeyUsageFlags.digitalSignature, true),
-      new ExtendedKeyUsageExtension(eku, false),
-      aki,
-    ]);
-    byKind.set(clientOnly, exts);
+    parts = AuthorityKeyIdentifierExtension.create(ca, false).then((aki) => ({
+      issuer: new Uint8Array(ca.subjectName.toArrayBuffer()),
+      extensions: der.join(
+        [
+          new BasicConstraintsExtension(false, undefined, true),
+          new KeyUsagesExtension(KeyUsageFlags.digitalSignature, true),
+          new ExtendedKeyUsageExtension(eku, false),
+          aki,
+        ].map((e) => new Uint8Array(e.rawData)),
+      ),
+    }));
+    byKind.set(clientOnly, parts);
   }
-  return exts;
+  return parts;
 }
 
 function commonNameOf(identity: LeafIdentity): string {
@@ -252,17 +282,22 @@ function commonNameOf(identity: LeafIdentity): string {
   }
 }
 
-/** A random positive 128-bit serial, hex. */
-function randomSerial(): string {
+/** A random positive 128-bit serial. */
+function randomSerialBytes(): Uint8Array {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
   bytes[0] &= 0x7f;
   bytes[0] |= 0x01; // positive, no leading zero byte
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return bytes;
+}
+
+/** A random positive 128-bit serial, hex. */
+function randomSerial(): string {
+  return Array.from(randomSerialBytes(), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** PEM of certificates, one block each, in order. */
 export function certificatesPem(certs: readonly X509Certificate[]): string {
-  return certs.map((c) => `${c.toString("pem").trim()}\n`).join("");
+  return certs.map((c) => pemBlock(c.rawData, "CERTIFICATE")).join("");
 }
 
 /**
