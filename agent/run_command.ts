@@ -425,6 +425,9 @@ Reads the status the running agent writes after every pass.`,
     ctx.out(`Desired:     ${s.desired.join(", ") || "(none)"}`);
     ctx.out(`Written:     ${s.written.join(", ") || "(none)"}`);
     for (const p of s.pending) ctx.out(`Pending:     ${p.deployment}: ${p.reason}`);
+    for (const c of s.certificates ?? []) {
+      ctx.out(`Certificate: ${c.deployment}: expires ${c.notAfter}, renews ${c.renewAt}`);
+    }
     for (const e of s.errors) ctx.out(`Error:       ${e}`);
     return s.converged ? 0 : 1;
   },
