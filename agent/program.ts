@@ -3,6 +3,7 @@
 import type { Command, Program } from "../core/cli_kit.ts";
 import { versionLine } from "../core/version.ts";
 import { dataplaneCommands } from "./dataplane/command.ts";
+import { discoveryCommands } from "./discovery/pods_command.ts";
 import { registryCommands } from "./registry_command.ts";
 import { runCommands } from "./run_command.ts";
 
@@ -22,7 +23,13 @@ export function programOf(): Program {
   return {
     name: "podmin-agent",
     description: "podmin-agent: converges this VM to the desired state in the cluster bucket.",
-    commands: [...runCommands, ...registryCommands, ...dataplaneCommands, version],
+    commands: [
+      ...runCommands,
+      ...registryCommands,
+      ...dataplaneCommands,
+      ...discoveryCommands,
+      version,
+    ],
     defaultCommand: "run",
   };
 }

@@ -65,6 +65,7 @@ async function must(cmd: string, args: string[], env?: Record<string, string>): 
 interface PodsApiPod {
   name: string;
   namespace: string;
+  uid: string;
   phase: string;
   ready: boolean;
   ips: string[] | null;
@@ -339,6 +340,19 @@ spec:
       );
 
       await t.step(
+        "the agent's Pods API client reports exactly what kubelet's own Go client reports",
+        async () => {
+          const key = (p: PodsApiPod) =>
+            JSON.stringify([p.namespace, p.name, p.uid, p.phase, p.ready, p.ips ?? []]);
+          const ours = (await inNode(...AGENT_COMMAND, "pods", "-o", "json")).trim().split("\n")
+            .filter(Boolean).map((l) => JSON.parse(l) as PodsApiPod);
+          const theirs = await podsApi();
+          assert.ok(ours.some((p) => p.name.startsWith("hello") && p.ready), JSON.stringify(ours));
+          assert.deepEqual(ours.map(key).sort(), theirs.map(key).sort());
+        },
+      );
+
+      await t.step(
         "crictl with the generated /etc/crictl.yaml; an agent restart restarts no container",
         async () => {
           // The operator's way: no endpoint flag, so crictl reads the generated /etc/crictl.yaml.
@@ -421,9 +435,40 @@ spec:
         assert.equal(deleted.code, 0, deleted.stderr);
       });
 
-      await t.step("delete removes the Pod", async () => {
-        const deleted = await podmin(["--bucket", bucket, "delete", "deployment", "hello"], env);
-        assert.equal(deleted.code, 0, deleted.stderr);
+      await t.step("delete removes the Pod; the agent's Pods API watch sees it go", async () => {
+        const s = (await readState(stateDir))!;
+        const watch = new Deno.Command("nsenter", {
+          args: [`--mount=${s.mountNs}`, "--", ...AGENT_COMMAND, "pods", "--watch", "-o", "json"],
+          stdout: "piped",
+          stderr: "null",
+        }).spawn();
+        const lines = watch.stdout.pipeThrough(new TextDecoderStream()).getReader();
+        let seen = "";
+        /** Reads one-line views ({"pods":[…]}) until `done` holds for one. */
+        const viewUntil = async (done: (names: string[]) => boolean) => {
+          for (;;) {
+            const nl = seen.indexOf("\n");
+            if (nl >= 0) {
+              const view = JSON.parse(seen.slice(0, nl)) as { pods: { name: string }[] };
+              seen = seen.slice(nl + 1);
+              if (done(view.pods.map((p) => p.name))) return;
+              continue;
+            }
+            const { value, done: end } = await lines.read();
+            if (end) throw new Error(`watch ended: ${seen}`);
+            seen += value;
+          }
+        };
+        try {
+          await viewUntil((names) => names.some((n) => n.startsWith("hello")));
+          const deleted = await podmin(["--bucket", bucket, "delete", "deployment", "hello"], env);
+          assert.equal(deleted.code, 0, deleted.stderr);
+          await viewUntil((names) => !names.some((n) => n.startsWith("hello")));
+        } finally {
+          watch.kill("SIGTERM");
+          await lines.cancel().catch(() => {});
+          await watch.status;
+        }
         await waitFor(
           "the Pod gone",
           async () =>
