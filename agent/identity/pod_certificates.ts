@@ -42,7 +42,7 @@ import {
 } from "../pod_generations.ts";
 import type { CaKeySource } from "./ca_key.ts";
 import { CaView, type Issuer } from "./ca_view.ts";
-import { ServiceNames } from "./service_names.ts";
+import { ServicesView } from "../services_view.ts";
 
 /** File names of a Pod's certificate generation. */
 export const TLS_FILES = { cert: "tls.crt", key: "tls.key", ca: "ca.crt" } as const;
@@ -53,6 +53,8 @@ export interface PodCertificatesOptions {
   tlsDir: string;
   store: ObjectStore;
   caKey: CaKeySource;
+  /** A Services view shared with other loops (default: its own over `store`). */
+  services?: ServicesView;
   /** A CA view shared with other issuers (default: its own over `store` and `caKey`). */
   ca?: CaView;
   /** Re-read interval of the CA state and the Service index (default 30 s). */
@@ -96,7 +98,7 @@ export interface PodCertificateStatus {
 export class PodCertificates {
   readonly #o: PodCertificatesOptions;
   readonly #ca: CaView;
-  readonly #services: ServiceNames;
+  readonly #services: ServicesView;
   readonly #current = new Map<string, Current>();
 
   constructor(options: PodCertificatesOptions) {
@@ -104,7 +106,7 @@ export class PodCertificates {
     const intervalMs = options.refreshMs ?? 30_000;
     this.#ca = options.ca ??
       new CaView({ store: options.store, caKey: options.caKey, refreshMs: intervalMs });
-    this.#services = new ServiceNames({
+    this.#services = options.services ?? new ServicesView({
       store: options.store,
       intervalMs,
       clusterDomain: options.clusterDomain,

@@ -1,20 +1,22 @@
 /**
- * The DNS names a Pod certificate carries: `<service>.<namespace>.svc.<cluster-domain>` and
- * `<service>.<namespace>.svc` for every Service in the Pod's namespace whose selector matches the
- * Pod's labels. Reads `services/index.json` (polled) and the Service specs (once per digest).
+ * The agent's view of the cluster's Services: `services/index.json` (polled, last good kept) and
+ * each Service's spec (read once per digest). Pod certificates take their DNS names from it (every
+ * Service in the Pod's namespace whose selector matches the Pod's labels); the DNS publisher takes
+ * names, VIPs and ports.
  */
 
-import { SERVICE_INDEX } from "../../core/bucket_layout.ts";
-import { LIMITS } from "../../core/limits.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import type { Deployment, Service } from "../../core/resources.ts";
+import { SERVICE_INDEX } from "../core/bucket_layout.ts";
+import { LIMITS } from "../core/limits.ts";
+import type { ObjectStore } from "../core/object_store.ts";
+import type { Deployment, Service } from "../core/resources.ts";
 import {
   emptyServiceIndex,
   parseServiceIndex,
+  type ServiceEntry,
   type ServiceIndex,
-} from "../../core/service_index.ts";
-import { readSpec } from "../../core/spec_objects.ts";
-import { PolledObject } from "../polled_object.ts";
+} from "../core/service_index.ts";
+import { readSpec } from "../core/spec_objects.ts";
+import { PolledObject } from "./polled_object.ts";
 
 /** The cluster DNS domain of Service names. */
 export const DEFAULT_CLUSTER_DOMAIN = "cluster.local";
@@ -34,13 +36,20 @@ export function selects(selector: Record<string, string>, labels: Record<string,
   return entries.length > 0 && entries.every(([k, v]) => labels[k] === v);
 }
 
-/** Keeps the Service selectors current and answers which names select a Deployment's Pods. */
-export class ServiceNames {
+/** One Service: its index entry (VIP) and its spec. */
+export interface KnownService {
+  entry: ServiceEntry;
+  spec: Service;
+}
+
+/** Keeps the Services current; answers which names select a Deployment's Pods. */
+export class ServicesView {
   readonly #index: PolledObject<ServiceIndex>;
   readonly #store: ObjectStore;
   readonly #specs = new Map<string, Service>();
   readonly #domain: string;
-  #services: Service[] = [];
+  #services: KnownService[] = [];
+  #generation?: number;
   #error?: string;
 
   constructor(options: { store: ObjectStore; intervalMs: number; clusterDomain?: string }) {
@@ -56,11 +65,22 @@ export class ServiceNames {
     });
   }
 
-  /** Refreshes when due; returns the last error (the last good selectors stay in use). */
+  /** The Services last read (the last good list while reads fail). */
+  services(): readonly KnownService[] {
+    return this.#services;
+  }
+
+  /** The index generation of the list, if one was read. */
+  get generation(): number | undefined {
+    return this.#generation;
+  }
+
+  /** Refreshes when due; returns the last error (the last good list stays in use). */
   async refresh(now: number): Promise<string | undefined> {
     const read = await this.#index.read({ now });
     if (read.changed && read.value) {
-      const next: Service[] = [];
+      this.#generation = read.value.generation;
+      const next: KnownService[] = [];
       const errors: string[] = [];
       for (const entry of read.value.services) {
         let spec = this.#specs.get(entry.spec);
@@ -72,13 +92,13 @@ export class ServiceNames {
             errors.push(`service ${entry.namespace}/${entry.name}: ${(err as Error).message}`);
             // Keep the names it had: a failed read never changes a certificate.
             const old = this.#services.find((s) =>
-              s.metadata.namespace === entry.namespace && s.metadata.name === entry.name
+              s.entry.namespace === entry.namespace && s.entry.name === entry.name
             );
             if (old) next.push(old);
             continue;
           }
         }
-        next.push(spec);
+        next.push({ entry, spec });
       }
       this.#services = next;
       const live = new Set(read.value.services.map((s) => s.spec));
@@ -94,8 +114,8 @@ export class ServiceNames {
     const { namespace } = deployment.metadata;
     const labels = deployment.spec.template.metadata?.labels ?? {};
     const names = this.#services
-      .filter((s) => s.metadata.namespace === namespace && selects(s.spec.selector, labels))
-      .flatMap((s) => serviceDnsNames(s.metadata, this.#domain));
+      .filter((s) => s.entry.namespace === namespace && selects(s.spec.spec.selector, labels))
+      .flatMap((s) => serviceDnsNames(s.entry, this.#domain));
     return [...new Set(names)].sort();
   }
 }
