@@ -9,7 +9,7 @@ import {
   stringFlag,
 } from "../core/cli_kit.ts";
 import { parseDuration } from "../core/duration.ts";
-import { parseIpv6Prefix } from "../core/ipv6.ts";
+import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../core/ipv6.ts";
 import { UsageError } from "../core/errors.ts";
 import { createLogger, type Logger } from "../core/log.ts";
 import { checkClusterId, checkNodeGroup, checkNodeId } from "../core/names.ts";
@@ -22,6 +22,8 @@ import { type AgentStatus, readStatus, writeStatus } from "./deployments/status.
 import { AwsValueProvider } from "./secrets/value_provider.ts";
 import { type CaKeySource, fileCaKey, ssmCaKey } from "./identity/ca_key.ts";
 import { PodCertificates } from "./identity/pod_certificates.ts";
+import { NodeRecordWriter } from "./node_record_writer.ts";
+import { HEARTBEAT_MS } from "../core/node_record.ts";
 import { CaView } from "./identity/ca_view.ts";
 import { TelemetryIdentity, type TelemetryStatus } from "./identity/telemetry.ts";
 import * as path from "node:path";
@@ -74,6 +76,7 @@ Flags:
   --once                    one full pass; exit 0 when converged, 1 with the reasons otherwise
   --provider aws            cloud provider (only aws)
   --ipv6-prefix PREFIX      the node's delegated Pod prefix (used by the dataplane)
+  --node-address ADDR       this node's IPv6 address, for its record under dns/nodes/
   --node-id ID              this node's id, a DNS label (default: the host name; the
                             EC2 instance id on nodes); names it in leases and records
   --workload-ca-key SOURCE  the workload CA key: "ssm" (default,
@@ -111,6 +114,7 @@ Example:
     provider: { type: "string", default: "aws" },
     "ipv6-prefix": { type: "string" },
     "node-id": { type: "string" },
+    "node-address": { type: "string" },
     "workload-ca-key": { type: "string", default: "ssm" },
     "workload-ca-publish": { type: "string" },
     "telemetry-dir": { type: "string", default: DEFAULTS.telemetryDir },
@@ -152,6 +156,26 @@ Example:
       hostRegistry({ store, listen: f.registryListen, signal: abort.signal, log });
     }
     const telemetry = telemetryIdentity({ f, ca, region, log });
+    let converged = false;
+    let lastGeneration: number | undefined;
+    const record = new NodeRecordWriter({
+      store,
+      nodeGroup,
+      nodeId: f.nodeId,
+      address: f.nodeAddress,
+      podPrefix: f.ipv6Prefix,
+      summary: () => ({ ...deployments.summary(), converged }),
+    });
+    const recordLoop = new Loop({
+      name: "node-record",
+      intervalMs: HEARTBEAT_MS,
+      maxBackoffMs: MAX_BACKOFF_MS,
+      log,
+      pass: async () => {
+        await record.write();
+        return {};
+      },
+    });
     const loops: { start(): void; stop(): Promise<void> }[] = [
       new Loop<AgentStatus>({
         name: "deployments",
@@ -162,8 +186,17 @@ Example:
           const { status, unavailable } = await deployments.pass();
           return { status, backOff: unavailable };
         },
-        status: (status) => writeStatus(stateDir, status),
+        status: (status) => {
+          // The record follows a change of convergence at once, not at the next heartbeat.
+          const changed = status.converged !== converged ||
+            status.indexGeneration !== lastGeneration;
+          converged = status.converged;
+          lastGeneration = status.indexGeneration;
+          if (changed) recordLoop.hint();
+          return writeStatus(stateDir, status);
+        },
       }),
+      recordLoop,
     ];
     if (telemetry) {
       loops.push(
@@ -182,6 +215,10 @@ Example:
     await stopSignal();
     abort.abort();
     await Promise.all(loops.map((loop) => loop.stop()));
+    // A clean shutdown removes the node's record; a crash leaves it to go stale.
+    await record.remove().catch((err) =>
+      log.warn("cannot remove the node record", { key: record.key, error: (err as Error).message })
+    );
     log.info("agent stopped");
     return 0;
   },
@@ -224,6 +261,7 @@ function runFlags(ctx: CommandContext) {
     cluster,
     nodeGroup,
     nodeId: checkNodeId(stringFlag(ctx, "node-id") ?? defaultNodeId()),
+    nodeAddress: optionalIpv6(stringFlag(ctx, "node-address")),
     workloadCaKey: parseCaKeyFlag(stringFlag(ctx, "workload-ca-key") ?? "ssm"),
     workloadCaPublish: optionalS3ObjectUrl(ctx, "workload-ca-publish"),
     telemetryDir: stringFlag(ctx, "telemetry-dir") ?? DEFAULTS.telemetryDir,
@@ -241,6 +279,18 @@ function runFlags(ctx: CommandContext) {
     once: booleanFlag(ctx, "once"),
     registryListen,
   };
+}
+
+/** An optional IPv6 address flag, canonical. */
+function optionalIpv6(value: string | undefined): string | undefined {
+  if (value === undefined || value === "") return undefined;
+  try {
+    return formatIpv6(parseIpv6(value));
+  } catch (err) {
+    throw new UsageError(`--node-address: ${(err as Error).message}`, {
+      hint: "the node's IPv6 address, e.g. --node-address 2600:1f18:4b2:aa00::10",
+    });
+  }
 }
 
 /** The host name as a node id (lowercase, first label). */

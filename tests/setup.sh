@@ -10,6 +10,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 declare -A debs=(
   [curl]=curl
   [openssl]=openssl
+  [dig]=bind9-dnsutils
   [jq]=jq
   [gcc]=gcc
   [skopeo]=skopeo

@@ -19,6 +19,7 @@ import {
 } from "../../core/deployment_index.ts";
 import { PodminError, UnavailableError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
+import type { NodeDeployment } from "../../core/node_record.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import type { Deployment } from "../../core/resources.ts";
 import { readSpec } from "../../core/spec_objects.ts";
@@ -60,11 +61,17 @@ export class DeploymentsLoop {
   readonly #specs = new Map<string, Deployment>();
   readonly #problems: ErrorLog;
   #converged?: boolean;
+  #summary: NodeDeployment[] = [];
 
   constructor(options: DeploymentsLoopOptions) {
     this.#options = options;
     this.#dir = new ManifestDir(options.manifestDir);
     this.#problems = new ErrorLog({ log: options.log });
+  }
+
+  /** This node's Deployments after the last pass that read the index: written (spec) or pending. */
+  summary(): { indexGeneration?: number; deployments: NodeDeployment[] } {
+    return { indexGeneration: this.#index?.generation, deployments: this.#summary };
   }
 
   /** One full reconciliation pass. Never throws for bucket or provider failures. */
@@ -144,6 +151,13 @@ export class DeploymentsLoop {
         ]),
       }),
     );
+    const pendingBy = new Map(pending.map((p) => [p.deployment, p.reason]));
+    this.#summary = mine.map((e) => {
+      const reason = pendingBy.get(`${e.namespace}/${e.name}`);
+      return reason === undefined
+        ? { namespace: e.namespace, name: e.name, spec: e.spec }
+        : { namespace: e.namespace, name: e.name, pending: reason };
+    });
     return {
       status: await this.#finish(errors, pending, mine.map((e) => `${e.namespace}/${e.name}`)),
       unavailable,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real node peers the node tests run (kubelet, containerd 2.1.x with its
-# runc shim and ctr, crictl) from the Go module proxy, cached by version under
+# runc shim and ctr, crictl, CoreDNS) from the Go module proxy, cached by version under
 # $PODMIN_TEST_BIN/node/<name>-<version>/ so a warm run builds nothing.
 #
 # Recipes (measured on these machines):
@@ -16,6 +16,7 @@ set -euo pipefail
 KUBELET_VERSION=${KUBELET_VERSION:-v1.37.2}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.1.5}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.34.0}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 PODMIN_TEST_BIN=${PODMIN_TEST_BIN:-/opt/podmin-test/bin}
 [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || { echo "build_node_peers: go is missing" >&2; exit 1; }
@@ -94,6 +95,18 @@ build_crictl() {
   rm -rf "$work"
 }
 
+# coredns: the node's DNS server (Service names); `go install` works.
+build_coredns() {
+  local dest="$out_root/coredns-$COREDNS_VERSION"
+  [[ -x "$dest/coredns" ]] && return 0
+  echo "build_node_peers: building coredns $COREDNS_VERSION (a few minutes on 2 cores)"
+  local work
+  work=$(mktemp -d)
+  GOBIN="$work/out" CGO_ENABLED=0 GOFLAGS=-mod=mod go install "github.com/coredns/coredns@$COREDNS_VERSION"
+  publish "$work/out" "$dest"
+  rm -rf "$work"
+}
+
 # podsapi: Podmin's own test client of kubelet's local Pods API (tests/peers/podsapi), cached
 # by the digest of its sources.
 build_podsapi() {
@@ -115,6 +128,7 @@ case "${1:-all}" in
   containerd) build_containerd ;;
   crictl) build_crictl ;;
   podsapi) build_podsapi ;;
-  all) build_crictl; build_containerd; build_podsapi; build_kubelet ;;
-  *) echo "usage: $0 [all|kubelet|containerd|crictl|podsapi]" >&2; exit 2 ;;
+  coredns) build_coredns ;;
+  all) build_crictl; build_containerd; build_podsapi; build_coredns; build_kubelet ;;
+  *) echo "usage: $0 [all|kubelet|containerd|crictl|podsapi|coredns]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,96 @@
+/**
+ * Publishes Service VIPs through CoreDNS: writes the cluster zone (`zone_file.ts`) to
+ * `<dns-dir>/<domain>.db` atomically (temporary file, then rename) whenever the Services change;
+ * CoreDNS's `file` plugin reloads it when the SOA serial changes. A failed read of the Services
+ * keeps the zone as it is (names keep resolving).
+ */
+
+import * as path from "node:path";
+import type { Logger } from "../../core/log.ts";
+import type { ServicesView } from "../services_view.ts";
+import { nextSerial, renderZone, zoneSerial } from "./zone_file.ts";
+
+/** Options of `DnsPublisher`. */
+export interface DnsPublisherOptions {
+  services: ServicesView;
+  /** Directory of the zone file (tmpfs; CoreDNS reads it). */
+  dir: string;
+  domain: string;
+  log: Logger;
+}
+
+/** What a pass did. */
+export interface DnsStatus {
+  zoneFile: string;
+  serial?: number;
+  records: number;
+  /** Index generation the zone was rendered from. */
+  generation?: number;
+  error?: string;
+}
+
+/** Keeps the zone file equal to the Services. */
+export class DnsPublisher {
+  readonly #o: DnsPublisherOptions;
+  #body?: string;
+  #serial?: number;
+
+  constructor(options: DnsPublisherOptions) {
+    this.#o = options;
+  }
+
+  /** The zone file's path. */
+  get zoneFile(): string {
+    return path.join(this.#o.dir, `${this.#o.domain}.db`);
+  }
+
+  /** Refreshes the Services and rewrites the zone when they changed. Never throws. */
+  async pass(now = Date.now()): Promise<DnsStatus> {
+    const error = await this.#o.services.refresh(now);
+    const services = this.#o.services.services();
+    const status: DnsStatus = {
+      zoneFile: this.zoneFile,
+      records: services.length,
+      generation: this.#o.services.generation,
+      error,
+    };
+    try {
+      // The body without the SOA decides whether anything changed.
+      const body = renderZone({ domain: this.#o.domain, serial: 0, services });
+      if (this.#serial === undefined) this.#serial = await this.#readSerial();
+      if (body !== this.#body || !await exists(this.zoneFile)) {
+        const serial = nextSerial(this.#serial, now);
+        await Deno.mkdir(this.#o.dir, { recursive: true, mode: 0o755 });
+        const tmp = `${this.zoneFile}.tmp`;
+        await Deno.writeTextFile(tmp, renderZone({ domain: this.#o.domain, serial, services }), {
+          mode: 0o644,
+        });
+        await Deno.rename(tmp, this.zoneFile);
+        this.#body = body;
+        this.#serial = serial;
+        this.#o.log.info("dns zone written", { serial, services: services.length });
+      }
+      status.serial = this.#serial;
+    } catch (err) {
+      status.error = `writing ${this.zoneFile}: ${(err as Error).message}`;
+    }
+    return status;
+  }
+
+  async #readSerial(): Promise<number | undefined> {
+    try {
+      return zoneSerial(await Deno.readTextFile(this.zoneFile));
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await Deno.stat(file);
+    return true;
+  } catch {
+    return false;
+  }
+}

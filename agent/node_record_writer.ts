@@ -1,0 +1,69 @@
+/**
+ * The node's record under `dns/nodes/` (core/node_record.ts): written on every heartbeat with the
+ * deployments loop's summary, removed on clean shutdown. A failed write is reported and retried on
+ * the next heartbeat; nothing else depends on it.
+ */
+
+import {
+  type NodeDeployment,
+  type NodeRecord,
+  nodeRecordKey,
+  serializeNodeRecord,
+} from "../core/node_record.ts";
+import type { ObjectStore } from "../core/object_store.ts";
+import { API_VERSION } from "../core/resources.ts";
+import { VERSION } from "../core/version.ts";
+
+/** Options of `NodeRecordWriter`. */
+export interface NodeRecordWriterOptions {
+  store: ObjectStore;
+  nodeGroup: string;
+  nodeId: string;
+  address?: string;
+  podPrefix?: string;
+  /** The node's current convergence (the deployments loop's summary and status). */
+  summary(): { indexGeneration?: number; converged: boolean; deployments: NodeDeployment[] };
+}
+
+/** Writes and removes one node's record. */
+export class NodeRecordWriter {
+  readonly #o: NodeRecordWriterOptions;
+  readonly #startedAt = new Date().toISOString();
+
+  constructor(options: NodeRecordWriterOptions) {
+    this.#o = options;
+  }
+
+  /** The record's key. */
+  get key(): string {
+    return nodeRecordKey({ nodeGroup: this.#o.nodeGroup, nodeId: this.#o.nodeId });
+  }
+
+  /** Writes the record now; returns it. Throws the store's typed errors. */
+  async write(now = new Date()): Promise<NodeRecord> {
+    const s = this.#o.summary();
+    const record: NodeRecord = {
+      apiVersion: API_VERSION,
+      kind: "NodeRecord",
+      nodeGroup: this.#o.nodeGroup,
+      nodeId: this.#o.nodeId,
+      address: this.#o.address ?? "",
+      podPrefix: this.#o.podPrefix ?? "",
+      agentVersion: VERSION,
+      startedAt: this.#startedAt,
+      heartbeat: now.toISOString(),
+      ...(s.indexGeneration !== undefined ? { indexGeneration: s.indexGeneration } : {}),
+      converged: s.converged,
+      deployments: s.deployments,
+    };
+    await this.#o.store.put(this.key, serializeNodeRecord(record), {
+      contentType: "application/json",
+    });
+    return record;
+  }
+
+  /** Removes the record (clean shutdown). */
+  async remove(): Promise<void> {
+    await this.#o.store.delete(this.key);
+  }
+}

@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import {
+  isStale,
+  type NodeRecord,
+  nodeRecordKey,
+  parseNodeRecord,
+  serializeNodeRecord,
+  STALE_AFTER_MS,
+} from "./node_record.ts";
+
+const record: NodeRecord = {
+  apiVersion: "podmin.dev/v1",
+  kind: "NodeRecord",
+  nodeGroup: "workers",
+  nodeId: "i-0abc",
+  address: "2600:1f18::10",
+  podPrefix: "2600:1f18:0:1:abcd::/80",
+  agentVersion: "0.1.0",
+  startedAt: "2026-12-01T00:00:00.000Z",
+  heartbeat: "2026-12-01T00:01:00.000Z",
+  indexGeneration: 7,
+  converged: false,
+  deployments: [
+    { namespace: "default", name: "web", spec: `sha256:${"a".repeat(64)}` },
+    { namespace: "default", name: "api", pending: "no valid workload certificate yet" },
+  ],
+};
+
+Deno.test("node records round-trip and are checked as untrusted input", () => {
+  const key = nodeRecordKey(record);
+  assert.equal(key, "dns/nodes/workers/i-0abc.json");
+  assert.deepEqual(parseNodeRecord(serializeNodeRecord(record), key), record);
+  const enc = (o: unknown) => new TextEncoder().encode(JSON.stringify(o));
+  assert.throws(
+    () => parseNodeRecord(enc(record), "dns/nodes/workers/i-other.json"),
+    /names another node/,
+  );
+  assert.throws(() => parseNodeRecord(enc({ ...record, nodeId: "../x" }), key), /node id/);
+  assert.throws(
+    () =>
+      parseNodeRecord(
+        enc({ ...record, deployments: [{ namespace: "default", name: "web", spec: "x" }] }),
+        key,
+      ),
+    /deployments\[0\]\.spec/,
+  );
+  assert.throws(
+    () => parseNodeRecord(enc({ ...record, heartbeat: "yesterday" }), key),
+    /heartbeat/,
+  );
+  assert.throws(() => parseNodeRecord(new TextEncoder().encode("{"), key), /not JSON/);
+});
+
+Deno.test("a record is stale after three missed heartbeats", () => {
+  const beat = Date.parse(record.heartbeat);
+  assert.equal(isStale(record, beat + STALE_AFTER_MS - 1), false);
+  assert.equal(isStale(record, beat + STALE_AFTER_MS + 1), true);
+});
