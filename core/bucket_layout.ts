@@ -95,6 +95,12 @@ export const DNS_NODES_PREFIX = "dns/nodes/";
 /** Public workload CA state (trust bundle and rotation state) maintained by the elected agent. */
 export const WORKLOAD_CA_STATE = "identity/workload-ca.json";
 
+/** The lease that elects the agent maintaining `WORKLOAD_CA_STATE` (`core/bucket_lease.ts`). */
+export const WORKLOAD_CA_LEASE = "identity/ca-leader.json";
+
+/** The exact objects under `identity/` agents write (the node role's only writes there). */
+export const IDENTITY_WRITES = [WORKLOAD_CA_STATE, WORKLOAD_CA_LEASE] as const;
+
 // --- infra/ (CLI only) --------------------------------------------------------
 
 /** The generated OpenTofu/Terraform configuration, saved before apply. */
