@@ -22,6 +22,8 @@ import { AwsValueProvider } from "./secrets/value_provider.ts";
 import { REGISTRY_LISTEN } from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
 import { parseListen, serveRegistry } from "../registry/server.ts";
+import { type CaKeySource, fileCaKey, ssmCaKey } from "./identity/ca_key.ts";
+import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity/identity_loop.ts";
 
 /** Default locations on a node. */
 export const DEFAULTS = {
@@ -69,6 +71,14 @@ Flags:
                             tmpfs, as podmin local uses) or "off" (no Pod certificates)
   --workload-ca-publish URL publish every retained workload CA certificate as PEM to
                             this exact s3://BUCKET/KEY before CA promotion
+  --identity-interval DUR   workload CA maintenance pass interval (default ${IDENTITY_DEFAULTS.interval})
+  --identity-lease DUR      CA leader lease duration (default ${IDENTITY_DEFAULTS.lease}; at
+                            least 3 intervals)
+  --workload-ca-lifetime DUR  lifetime of a new workload CA certificate (default
+                            ${IDENTITY_DEFAULTS.caLifetime}); rotation starts at a third left
+  --workload-ca-trust-window DUR  how long agents may use a CA state they read before
+                            promotion may rely on it (default ${IDENTITY_DEFAULTS.trustWindow})
+  --clock-skew DUR          bound on clock differences between nodes (default ${IDENTITY_DEFAULTS.clockSkew})
   --registry-listen ADDR    serve the loopback registry here (default ${REGISTRY_LISTEN});
                             "off" disables it; not started with --once; loopback only
   --registry-allow-non-loopback
@@ -92,6 +102,11 @@ Example:
     "node-id": { type: "string" },
     "workload-ca-key": { type: "string", default: "ssm" },
     "workload-ca-publish": { type: "string" },
+    "identity-interval": { type: "string", default: IDENTITY_DEFAULTS.interval },
+    "identity-lease": { type: "string", default: IDENTITY_DEFAULTS.lease },
+    "workload-ca-lifetime": { type: "string", default: IDENTITY_DEFAULTS.caLifetime },
+    "workload-ca-trust-window": { type: "string", default: IDENTITY_DEFAULTS.trustWindow },
+    "clock-skew": { type: "string", default: IDENTITY_DEFAULTS.clockSkew },
     "registry-listen": { type: "string", default: REGISTRY_LISTEN },
     "registry-allow-non-loopback": { type: "boolean", default: false },
   },
@@ -121,7 +136,20 @@ Example:
     if (f.registryListen !== "off") {
       hostRegistry({ store, listen: f.registryListen, signal: abort.signal, log });
     }
-    const loops = [
+    const caKey = caKeySource(f.workloadCaKey, { cluster, region });
+    const identity = caKey && identityCaLoop({
+      store,
+      cluster,
+      nodeId: f.nodeId,
+      keySource: caKey,
+      publish: f.workloadCaPublish,
+      region,
+      retry: AGENT_RETRY,
+      ...f.identity,
+      stateDir,
+      log,
+    });
+    const loops: { start(): void; stop(): Promise<void> }[] = [
       new Loop<AgentStatus>({
         name: "deployments",
         intervalMs,
@@ -134,11 +162,13 @@ Example:
         status: (status) => writeStatus(stateDir, status),
       }),
     ];
+    if (identity) loops.push(identity.loop);
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
     for (const loop of loops) loop.start();
     await stopSignal();
     abort.abort();
     await Promise.all(loops.map((loop) => loop.stop()));
+    await identity?.release();
     log.info("agent stopped");
     return 0;
   },
@@ -172,6 +202,7 @@ function runFlags(ctx: CommandContext) {
     nodeId: checkNodeId(stringFlag(ctx, "node-id") ?? defaultNodeId()),
     workloadCaKey: parseCaKeyFlag(stringFlag(ctx, "workload-ca-key") ?? "ssm"),
     workloadCaPublish: optionalS3ObjectUrl(ctx, "workload-ca-publish"),
+    identity: identityFlags(ctx),
     intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
     region: stringFlag(ctx, "region") ?? defaultRegion(),
     manifestDir: stringFlag(ctx, "manifest-dir") ?? DEFAULTS.manifestDir,
@@ -187,6 +218,32 @@ function runFlags(ctx: CommandContext) {
 /** The host name as a node id (lowercase, first label). */
 function defaultNodeId(): string {
   return Deno.hostname().toLowerCase().split(".")[0];
+}
+
+/** The durations of the identity-ca loop. */
+function identityFlags(ctx: CommandContext) {
+  const d = (flag: string, fallback: string) =>
+    parseDuration(stringFlag(ctx, flag) ?? fallback, `--${flag}`);
+  return {
+    intervalMs: d("identity-interval", IDENTITY_DEFAULTS.interval),
+    leaseMs: d("identity-lease", IDENTITY_DEFAULTS.lease),
+    caLifetimeMs: d("workload-ca-lifetime", IDENTITY_DEFAULTS.caLifetime),
+    trustWindowMs: d("workload-ca-trust-window", IDENTITY_DEFAULTS.trustWindow),
+    clockSkewMs: d("clock-skew", IDENTITY_DEFAULTS.clockSkew),
+  };
+}
+
+/** The workload CA key source a `--workload-ca-key` names (undefined for "off"). */
+function caKeySource(
+  flag: CaKeyFlag,
+  options: { cluster: string; region: string },
+): CaKeySource | undefined {
+  if (flag.kind === "off") return undefined;
+  if (flag.kind === "file") return fileCaKey(flag.path);
+  return ssmCaKey({
+    provider: new AwsValueProvider({ region: options.region }),
+    cluster: options.cluster,
+  });
 }
 
 /** `--workload-ca-key`: where the workload CA key comes from. */
