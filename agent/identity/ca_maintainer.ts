@@ -150,11 +150,13 @@ export class CaMaintainer {
 
     const wasLeader = this.#lease.holds();
     const lease = await this.#lease.step({ knownTerm: state.leaderTerm });
-    status.lease = lease.leader
-      ? { holder: this.#o.nodeId, term: lease.term, released: false, unchangedMs: 0 }
-      : { ...lease.seen! };
-    status.lease.action = lease.action;
-    if (lease.remainingMs !== undefined) status.lease.remainingMs = Math.round(lease.remainingMs);
+    status.lease = {
+      ...(lease.leader
+        ? { holder: this.#o.nodeId, term: lease.term, released: false, unchangedMs: 0 }
+        : lease.seen!),
+      action: lease.action,
+      remainingMs: lease.remainingMs === undefined ? undefined : Math.round(lease.remainingMs),
+    };
     status.leader = lease.leader;
     status.term = lease.term;
     if (lease.leader !== wasLeader || lease.action === "took-over" || lease.action === "lost") {
