@@ -44,8 +44,11 @@ export const AGENT_READ_PREFIXES = [
   PREFIXES.identity,
 ] as const;
 
-/** Prefixes an agent's IAM role may write (besides the exact CA publication object). */
-export const AGENT_WRITE_PREFIXES = [PREFIXES.dns, PREFIXES.identity] as const;
+/**
+ * Prefixes an agent's IAM role may write and delete under. Under `identity/` it writes only the
+ * exact objects of `IDENTITY_WRITES` (and the exact CA publication object outside the bucket).
+ */
+export const AGENT_WRITE_PREFIXES = [PREFIXES.dns] as const;
 
 // --- dependencies/ -----------------------------------------------------------
 
