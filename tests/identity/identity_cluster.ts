@@ -18,12 +18,12 @@ import { parseWorkloadCaState, type WorkloadCaState } from "../../core/workload_
 import type { IdentityStatus } from "../../agent/identity/ca_maintainer.ts";
 import { nodeAgentArgs, spawnAgent } from "../support/programs.ts";
 
-/** Fast settings: 3 s lease, 300 ms passes, a CA certificate lives 24 s (rotation every ~16 s). */
+/** Fast settings: 4 s lease, 400 ms passes, a CA certificate lives 24 s (rotation every ~16 s). */
 export const FAST_IDENTITY_ARGS = [
   "--identity-interval",
-  "300ms",
+  "400ms",
   "--identity-lease",
-  "3s",
+  "4s",
   "--workload-ca-lifetime",
   "24s",
   "--workload-ca-trust-window",
