@@ -30,6 +30,7 @@ import * as path from "node:path";
 import { REGISTRY_LISTEN } from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
 import { parseListen, serveRegistry } from "../registry/server.ts";
+import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity/identity_loop.ts";
 
 /** Default locations on a node. */
 export const DEFAULTS = {
@@ -93,6 +94,14 @@ Flags:
                             ${DEFAULTS.fluentBitUnit})
   --workload-ca-publish URL publish every retained workload CA certificate as PEM to
                             this exact s3://BUCKET/KEY before CA promotion
+  --identity-interval DUR   workload CA maintenance pass interval (default ${IDENTITY_DEFAULTS.interval})
+  --identity-lease DUR      CA leader lease duration (default ${IDENTITY_DEFAULTS.lease}; at
+                            least 3 intervals)
+  --workload-ca-lifetime DUR  lifetime of a new workload CA certificate (default
+                            ${IDENTITY_DEFAULTS.caLifetime}); rotation starts at a third left
+  --workload-ca-trust-window DUR  how long agents may use a CA state they read before
+                            promotion may rely on it (default ${IDENTITY_DEFAULTS.trustWindow})
+  --clock-skew DUR          bound on clock differences between nodes (default ${IDENTITY_DEFAULTS.clockSkew})
   --registry-listen ADDR    serve the loopback registry here (default ${REGISTRY_LISTEN});
                             "off" disables it; not started with --once; loopback only
   --registry-allow-non-loopback
@@ -121,6 +130,11 @@ Example:
     "fluent-bit-identity": { type: "boolean", default: false },
     "otel-ca": { type: "string" },
     "fluent-bit-unit": { type: "string", default: DEFAULTS.fluentBitUnit },
+    "identity-interval": { type: "string", default: IDENTITY_DEFAULTS.interval },
+    "identity-lease": { type: "string", default: IDENTITY_DEFAULTS.lease },
+    "workload-ca-lifetime": { type: "string", default: IDENTITY_DEFAULTS.caLifetime },
+    "workload-ca-trust-window": { type: "string", default: IDENTITY_DEFAULTS.trustWindow },
+    "clock-skew": { type: "string", default: IDENTITY_DEFAULTS.clockSkew },
     "registry-listen": { type: "string", default: REGISTRY_LISTEN },
     "registry-allow-non-loopback": { type: "boolean", default: false },
   },
@@ -176,6 +190,18 @@ Example:
         return {};
       },
     });
+    const identity = caKey && identityCaLoop({
+      store,
+      cluster,
+      nodeId: f.nodeId,
+      keySource: caKey,
+      publish: f.workloadCaPublish,
+      region,
+      retry: AGENT_RETRY,
+      ...f.identity,
+      stateDir,
+      log,
+    });
     const loops: { start(): void; stop(): Promise<void> }[] = [
       new Loop<AgentStatus>({
         name: "deployments",
@@ -198,6 +224,7 @@ Example:
       }),
       recordLoop,
     ];
+    if (identity) loops.push(identity.loop);
     if (telemetry) {
       loops.push(
         new Loop<TelemetryStatus>({
@@ -215,6 +242,7 @@ Example:
     await stopSignal();
     abort.abort();
     await Promise.all(loops.map((loop) => loop.stop()));
+    await identity?.release();
     // A clean shutdown removes the node's record; a crash leaves it to go stale.
     await record.remove().catch((err) =>
       log.warn("cannot remove the node record", { key: record.key, error: (err as Error).message })
@@ -269,6 +297,7 @@ function runFlags(ctx: CommandContext) {
     otelCa: optionalS3ObjectUrl(ctx, "otel-ca"),
     fluentBitUnit: stringFlag(ctx, "fluent-bit-unit") ?? DEFAULTS.fluentBitUnit,
     ipv6Prefix,
+    identity: identityFlags(ctx),
     intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
     region: stringFlag(ctx, "region") ?? defaultRegion(),
     manifestDir: stringFlag(ctx, "manifest-dir") ?? DEFAULTS.manifestDir,
@@ -296,6 +325,19 @@ function optionalIpv6(value: string | undefined): string | undefined {
 /** The host name as a node id (lowercase, first label). */
 function defaultNodeId(): string {
   return Deno.hostname().toLowerCase().split(".")[0];
+}
+
+/** The durations of the identity-ca loop. */
+function identityFlags(ctx: CommandContext) {
+  const d = (flag: string, fallback: string) =>
+    parseDuration(stringFlag(ctx, flag) ?? fallback, `--${flag}`);
+  return {
+    intervalMs: d("identity-interval", IDENTITY_DEFAULTS.interval),
+    leaseMs: d("identity-lease", IDENTITY_DEFAULTS.lease),
+    caLifetimeMs: d("workload-ca-lifetime", IDENTITY_DEFAULTS.caLifetime),
+    trustWindowMs: d("workload-ca-trust-window", IDENTITY_DEFAULTS.trustWindow),
+    clockSkewMs: d("clock-skew", IDENTITY_DEFAULTS.clockSkew),
+  };
 }
 
 /** `--workload-ca-key`: where the workload CA key comes from. */

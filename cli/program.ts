@@ -3,6 +3,7 @@
 import type { Command, Program } from "../core/cli_kit.ts";
 import { versionLine } from "../core/version.ts";
 import { bucketCommands } from "./bucket_command.ts";
+import { caCommands } from "./ca_command.ts";
 import { deployCommands } from "./deploy_commands.ts";
 import { imageCommands } from "./image_commands.ts";
 import { localCommands } from "./local/local_command.ts";
@@ -32,6 +33,7 @@ export function programOf(): Program {
       ...teardownCommands(),
       ...localCommands,
       ...bucketCommands,
+      ...caCommands,
       version,
     ],
   };

@@ -44,8 +44,11 @@ export const AGENT_READ_PREFIXES = [
   PREFIXES.identity,
 ] as const;
 
-/** Prefixes an agent's IAM role may write (besides the exact CA publication object). */
-export const AGENT_WRITE_PREFIXES = [PREFIXES.dns, PREFIXES.identity] as const;
+/**
+ * Prefixes an agent's IAM role may write and delete under. Under `identity/` it writes only the
+ * exact objects of `IDENTITY_WRITES` (and the exact CA publication object outside the bucket).
+ */
+export const AGENT_WRITE_PREFIXES = [PREFIXES.dns] as const;
 
 // --- dependencies/ -----------------------------------------------------------
 
@@ -94,6 +97,12 @@ export const DNS_NODES_PREFIX = "dns/nodes/";
 
 /** Public workload CA state (trust bundle and rotation state) maintained by the elected agent. */
 export const WORKLOAD_CA_STATE = "identity/workload-ca.json";
+
+/** The lease that elects the agent maintaining `WORKLOAD_CA_STATE` (`core/bucket_lease.ts`). */
+export const WORKLOAD_CA_LEASE = "identity/ca-leader.json";
+
+/** The exact objects under `identity/` agents write (the node role's only writes there). */
+export const IDENTITY_WRITES = [WORKLOAD_CA_STATE, WORKLOAD_CA_LEASE] as const;
 
 // --- infra/ (CLI only) --------------------------------------------------------
 

@@ -18,6 +18,7 @@ import {
 } from "./certificates.ts";
 import { API_VERSION } from "./resources.ts";
 import { ValidationError } from "./errors.ts";
+import { checkNodeId } from "./names.ts";
 
 /** Largest accepted state object (a handful of certificates). */
 export const WORKLOAD_CA_STATE_MAX_BYTES = 256 * 1024;
@@ -62,6 +63,8 @@ export interface WorkloadCaState {
   generation: number;
   /** The lease term of the leader that wrote it; a writer with a lower term must not write. */
   leaderTerm: number;
+  /** The node id of the agent that wrote it (status and audits). */
+  writtenBy?: string;
   certificates: CaEntry[];
   publication?: CaPublication;
   updatedAt: string;
@@ -120,6 +123,13 @@ export function parseWorkloadCaState(bytes: Uint8Array): WorkloadCaState {
     certificates: certs,
     updatedAt: d.updatedAt,
   };
+  if (d.writtenBy !== undefined) {
+    try {
+      state.writtenBy = checkNodeId(d.writtenBy);
+    } catch {
+      throw bad("writtenBy is not a node id");
+    }
+  }
   if (d.publication !== undefined) state.publication = parsePublication(d.publication, bad);
   return state;
 }

@@ -113,6 +113,8 @@ export interface UserDataOptions {
   sandboxImage?: string;
   /** How long bootstrap waits for the Pod ENI's address and prefix (default 300 s). */
   podEniWaitSeconds?: number;
+  /** Node: `s3://BUCKET/KEY` the elected agent publishes the workload CA bundle to. */
+  workloadCaPublish?: string;
   nat?: NatOptions;
   /** Base URL objects are fetched from (`<base>/<key>`); default the dual-stack S3 endpoint. */
   s3BaseUrl?: string;
@@ -244,6 +246,9 @@ export function userDataEnv(o: UserDataOptions): string[] {
       if (!Number.isInteger(s) || s < 1 || s > 3600) fail("podEniWaitSeconds must be 1-3600");
       env.POD_ENI_WAIT_SECONDS = String(s);
     }
+    if (o.workloadCaPublish !== undefined) {
+      env.WORKLOAD_CA_PUBLISH = checkS3Object(o.workloadCaPublish, "workload CA publication");
+    }
   } else {
     const nat = o.nat ?? fail("a NAT VM's user-data needs its NAT settings");
     if (!nat.ipv4SourceCidrs.length) fail("NAT needs at least one IPv4 source CIDR");
@@ -346,4 +351,24 @@ export function renderUserData(o: UserDataOptions): UserData {
     );
   }
   return { bytes, text: marked, size: bytes.length, sha256: sha256Hex(bytes) };
+}
+
+/**
+ * An exact `s3://BUCKET/KEY` the node's env layer accepts (`is_s3_object` in validate.sh): key
+ * segments of [A-Za-z0-9._~+=,@-], none empty, "." or "..", at most 1024 characters.
+ */
+function checkS3Object(url: string, what: string): string {
+  const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/([A-Za-z0-9._~+=,@\/-]{1,1024})$/.exec(
+    url,
+  );
+  if (
+    !m || m[1].includes("..") ||
+    m[2].split("/").some((s) => s === "" || s === "." || s === "..")
+  ) {
+    fail(
+      `invalid ${what} ${JSON.stringify(url)}: an exact s3://BUCKET/KEY whose key uses only ` +
+        "letters, digits and ._~+=,@-/ (it becomes one argument of the node agent)",
+    );
+  }
+  return url;
 }

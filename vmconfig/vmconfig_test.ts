@@ -97,6 +97,9 @@ Deno.test("vmconfig: user-data fits 16 KiB and pins every dependency by digest",
     );
   }
   assert.ok(ud.text.includes("\nPODMIN_NODEGROUP=workers\n"));
+  assert.ok(!ud.text.includes("WORKLOAD_CA_PUBLISH"), "only when setup got --workload-ca-publish");
+  const pub = renderUserData({ ...NODE, workloadCaPublish: "s3://trust-bundles/podmin/ca.pem" });
+  assert.ok(pub.text.includes("\nWORKLOAD_CA_PUBLISH=s3://trust-bundles/podmin/ca.pem\n"));
   assert.ok(
     ud.text.includes(
       "\nSANDBOX_IMAGE=registry.podmin.internal/mirror/registry.k8s.io/pause:3.10\n",
@@ -144,6 +147,9 @@ Deno.test("vmconfig: user-data rejects bad options", () => {
     ["bucket", { bucket: "a" }],
     ["nodegroup", { nodeGroup: "no_underscores" }],
     ["registry", { registryHostname: "Registry.Example" }],
+    ["publish key", { workloadCaPublish: "s3://trust-bundles/a b.pem" }],
+    ["publish traversal", { workloadCaPublish: "s3://trust-bundles/../x.pem" }],
+    ["publish prefix", { workloadCaPublish: "s3://trust-bundles/podmin/" }],
     ["sandbox", { sandboxImage: "Registry.k8s.io/Pause:3.10" }],
     ["missing dep", { dependencies: NODE.dependencies.filter((d) => d.name !== "kubelet") }],
     ["unknown dep", { dependencies: [...NODE.dependencies, dependency("jool", "1", bytes("j"))] }],

@@ -7,7 +7,12 @@
  * through `literal()`.
  */
 
-import { AGENT_READ_PREFIXES, AGENT_WRITE_PREFIXES, PREFIXES } from "../../core/bucket_layout.ts";
+import {
+  AGENT_READ_PREFIXES,
+  AGENT_WRITE_PREFIXES,
+  IDENTITY_WRITES,
+  PREFIXES,
+} from "../../core/bucket_layout.ts";
 import type { CheckedInputs, S3ObjectRef } from "./infra_inputs.ts";
 import type { Nat64Plan } from "./topology.ts";
 import { dataRef, literal } from "./tofu_json.ts";
@@ -116,6 +121,13 @@ export function nodeRolePolicy(c: CheckedInputs): PolicyDocument {
       Effect: "Allow",
       Action: ["s3:PutObject", "s3:DeleteObject"],
       Resource: AGENT_WRITE_PREFIXES.map((p) => s3ObjectArn(bucket, `${p}*`)),
+    },
+    {
+      // The CA state and its leader lease: written (never deleted) by exact key.
+      Sid: "WriteIdentityState",
+      Effect: "Allow",
+      Action: ["s3:PutObject"],
+      Resource: IDENTITY_WRITES.map((k) => s3ObjectArn(bucket, k)),
     },
   ];
   if (c.spec.workloadCaPublish) {

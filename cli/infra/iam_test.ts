@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import { AGENT_READ_PREFIXES, AGENT_WRITE_PREFIXES } from "../../core/bucket_layout.ts";
+import {
+  AGENT_READ_PREFIXES,
+  AGENT_WRITE_PREFIXES,
+  IDENTITY_WRITES,
+} from "../../core/bucket_layout.ts";
 import { generateTofu } from "./generate_tofu.ts";
 import { SSM_AGENT_ACTIONS } from "./iam.ts";
 import type { PolicyDocument } from "./iam.ts";
@@ -28,6 +32,7 @@ function expectedNodeGrants(): Set<string> {
     out.add(`s3:PutObject ${P}:s3:::${BUCKET}/${p}*`);
     out.add(`s3:DeleteObject ${P}:s3:::${BUCKET}/${p}*`);
   }
+  for (const k of IDENTITY_WRITES) out.add(`s3:PutObject ${P}:s3:::${BUCKET}/${k}`);
   out.add(`ssm:GetParameter ${P}:ssm:${REGION}:${ACCOUNT}:parameter/demo/*`);
   out.add(`secretsmanager:GetSecretValue ${P}:secretsmanager:${REGION}:${ACCOUNT}:secret:/demo/*`);
   for (const a of SSM_AGENT_ACTIONS) out.add(`${a} *`);
@@ -53,7 +58,16 @@ Deno.test("node role: exactly the documented grants and nothing else", () => {
     "dns/",
     "identity/",
   ]);
-  assert.deepEqual([...AGENT_WRITE_PREFIXES], ["dns/", "identity/"]);
+  assert.deepEqual([...AGENT_WRITE_PREFIXES], ["dns/"]);
+  // Under identity/: PutObject on exactly the CA state and its lease; no delete, no wildcard.
+  assert.deepEqual([...IDENTITY_WRITES], ["identity/workload-ca.json", "identity/ca-leader.json"]);
+  const identityGrants = [...grants(nodePolicy(config))].filter((g) =>
+    g.includes(`:::${BUCKET}/identity/`) && !g.startsWith("s3:GetObject ")
+  );
+  assert.deepEqual(sorted(identityGrants), [
+    `s3:PutObject ${P}:s3:::${BUCKET}/identity/ca-leader.json`,
+    `s3:PutObject ${P}:s3:::${BUCKET}/identity/workload-ca.json`,
+  ]);
 });
 
 Deno.test("node role: the publish and CA objects and named KMS keys add exactly those grants", () => {

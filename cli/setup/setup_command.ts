@@ -705,6 +705,8 @@ function renderConfig(options: {
       architecture: ng.architecture,
       dependencies: dependenciesForKind("node", published.entries(ng.architecture)),
       sandboxImage: plan.sandboxImage,
+      workloadCaPublish: flags.workloadCaPublish &&
+        `s3://${flags.workloadCaPublish.bucket}/${flags.workloadCaPublish.key}`,
       preview: dryRun,
     }).text;
   }

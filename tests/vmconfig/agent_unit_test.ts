@@ -5,40 +5,61 @@ import { createBucket } from "../../core/store_url.ts";
 import { VMCONFIG_ASSETS } from "../../vmconfig/assets.ts";
 import { agent, nodeStateDirArgs } from "../support/programs.ts";
 
-Deno.test("vmconfig: podmin-agent.service's ExecStart runs one converging pass of the real agent", async () => {
-  const unit = VMCONFIG_ASSETS["units/podmin-agent.service"];
-  const exec = /^ExecStart=(\S+) (.+)$/m.exec(unit);
-  assert.ok(exec, "ExecStart present");
-  assert.equal(exec[1], "/usr/local/bin/podmin-agent");
-  const tmp = await Deno.makeTempDir({ prefix: "podmin-unit-" });
-  try {
-    const env: Record<string, string> = {
-      PODMIN_BUCKET: `file://${tmp}/bucket`,
-      PODMIN_REGION: "us-east-1",
-      PODMIN_CLUSTER: "prod",
-      PODMIN_NODEGROUP: "workers",
-      PODMIN_IPV6_PREFIX: "2600:1f18:1:2:a::/80",
-      PODMIN_MANIFEST_DIR: `${tmp}/manifests`,
-      AGENT_INTERVAL: "2s",
-      AGENT_SECRETS_INTERVAL: "60s",
-      PODMIN_REGISTRY_LISTEN: "127.0.0.1:0",
-    };
-    // systemd expands ${VAR} from the EnvironmentFile; do the same.
-    const args = exec[2].split(" ").map((a) =>
+/**
+ * The unit's arguments as systemd builds them: `${VAR}` is replaced inside its word (one
+ * argument); a bare `$VAR` word is split at whitespace into zero or more arguments.
+ */
+function systemdArgs(line: string, env: Record<string, string>): string[] {
+  return line.split(" ").flatMap((a) => {
+    const bare = /^\$([A-Z0-9_]+)$/.exec(a);
+    if (bare) {
+      assert.ok(bare[1] in env, `unit uses ${bare[1]}, which the test must provide`);
+      return env[bare[1]].split(/\s+/).filter(Boolean);
+    }
+    return [
       a.replace(/\$\{([A-Z0-9_]+)\}/g, (_, k: string) => {
         assert.ok(k in env, `unit uses ${k}, which the test must provide`);
         return env[k];
-      })
-    );
-    await createBucket(env.PODMIN_BUCKET);
-    const r = await agent([
-      ...args,
-      "--once",
-      ...nodeStateDirArgs(tmp),
-    ]);
-    assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /converged: 0 deployment\(s\) for NodeGroup workers/);
-  } finally {
-    await Deno.remove(tmp, { recursive: true });
-  }
-});
+      }),
+    ];
+  });
+}
+
+for (
+  const [what, caArgs] of [
+    ["without --workload-ca-publish", ""],
+    ["with --workload-ca-publish", "--workload-ca-publish=s3://trust-bundles/podmin/prod.pem"],
+  ]
+) {
+  Deno.test(`vmconfig: podmin-agent.service's ExecStart runs one converging pass of the real agent (${what})`, async () => {
+    const unit = VMCONFIG_ASSETS["units/podmin-agent.service"];
+    const exec = /^ExecStart=(\S+) (.+)$/m.exec(unit);
+    assert.ok(exec, "ExecStart present");
+    assert.equal(exec[1], "/usr/local/bin/podmin-agent");
+    const tmp = await Deno.makeTempDir({ prefix: "podmin-unit-" });
+    try {
+      const env: Record<string, string> = {
+        PODMIN_BUCKET: `file://${tmp}/bucket`,
+        PODMIN_REGION: "us-east-1",
+        PODMIN_CLUSTER: "prod",
+        PODMIN_NODEGROUP: "workers",
+        PODMIN_IPV6_PREFIX: "2600:1f18:1:2:a::/80",
+        PODMIN_MANIFEST_DIR: `${tmp}/manifests`,
+        AGENT_INTERVAL: "2s",
+        AGENT_SECRETS_INTERVAL: "60s",
+        PODMIN_REGISTRY_LISTEN: "127.0.0.1:0",
+        PODMIN_NODE_ID: "i-0123456789abcdef0",
+        PODMIN_AGENT_CA_ARGS: caArgs,
+      };
+      const args = systemdArgs(exec[2], env);
+      assert.equal(args.includes("--node-id=i-0123456789abcdef0"), true);
+      assert.equal(args.some((a) => a.startsWith("--workload-ca-publish")), caArgs !== "");
+      await createBucket(env.PODMIN_BUCKET);
+      const r = await agent([...args, "--once", ...nodeStateDirArgs(tmp)]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /converged: 0 deployment\(s\) for NodeGroup workers/);
+    } finally {
+      await Deno.remove(tmp, { recursive: true });
+    }
+  });
+}

@@ -183,6 +183,7 @@ testWith(
         nodeGroup: "workers",
         architecture: "amd64",
         dependencies: deps,
+        workloadCaPublish: "s3://trust-bundles/podmin/prod-ca.pem",
       });
       assert.ok(ud.size <= 16384, `user-data is ${ud.size} bytes`);
       const started = Date.now();
@@ -264,6 +265,8 @@ testWith(
             "PODMIN_NODEGROUP=workers",
             `PODMIN_IPV6_PREFIX=${PREFIX}`,
             "PODMIN_REGISTRY_LISTEN=127.0.0.1:5000",
+            "PODMIN_NODE_ID=i-0123456789abcdef0", // the instance id from IMDS
+            "PODMIN_AGENT_CA_ARGS=--workload-ca-publish=s3://trust-bundles/podmin/prod-ca.pem",
             "AWS_USE_DUALSTACK_ENDPOINT=true",
           ]
         ) assert.ok(agentEnv.includes(`${line}\n`), line);

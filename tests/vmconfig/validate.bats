@@ -104,6 +104,38 @@ setup() {
   [ "$status" -ne 0 ]
 }
 
+@test "exact S3 objects (WORKLOAD_CA_PUBLISH): one systemd argument, no traversal" {
+  check_type s3_object s3://trust-bundles/podmin/prod-ca.pem
+  check_type s3_object s3://my.bucket/a=b,c@d~e+f_g.pem
+  for v in s3://trust-bundles s3://trust-bundles/ s3://trust-bundles/a/ s3://trust-bundles//a \
+    s3://trust-bundles/a//b s3://trust-bundles/../x s3://trust-bundles/a/./b 's3://b-ucket/a b' \
+    's3://trust-bundles/a%b' "s3://trust-bundles/\$HOME" s3://Bad_Bucket/a s3://a..b/c \
+    https://trust-bundles/a.pem ''; do
+    run check_type s3_object "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+  long=$(printf 'a%.0s' {1..1025})
+  run check_type s3_object "s3://trust-bundles/$long"
+  [ "$status" -ne 0 ]
+}
+
+@test "user-data.env of a node: WORKLOAD_CA_PUBLISH is optional and typed" {
+  base=$'PODMIN_KIND=node\nPODMIN_CLUSTER=prod\nPODMIN_BUCKET=prod-bucket\nPODMIN_REGION=us-east-1\nPODMIN_ARCH=amd64\nPODMIN_NODEGROUP=workers\nREGISTRY_HOSTNAME=registry.podmin.internal\nSANDBOX_IMAGE=registry.podmin.internal/mirror/registry.k8s.io/pause:3.10\n'
+  put /opt/podmin/etc/user-data.env "${base}WORKLOAD_CA_PUBLISH=s3://trust-bundles/podmin/ca.pem"
+  declare -A ud=()
+  env_read /opt/podmin/etc/user-data.env schema_user_data node ud
+  [ "${ud[WORKLOAD_CA_PUBLISH]}" = s3://trust-bundles/podmin/ca.pem ]
+  put /opt/podmin/etc/user-data.env "${base}WORKLOAD_CA_PUBLISH=s3://trust-bundles/a b"
+  declare -A bad=()
+  run env_read /opt/podmin/etc/user-data.env schema_user_data node bad
+  [ "$status" -ne 0 ]
+  [[ $output == *"invalid value for WORKLOAD_CA_PUBLISH"* ]]
+  put /opt/podmin/etc/user-data.env "${base%$'\n'}"
+  declare -A none=()
+  env_read /opt/podmin/etc/user-data.env schema_user_data node none
+  [ -z "${none[WORKLOAD_CA_PUBLISH]:-}" ]
+}
+
 write_mutable() { put /opt/podmin/etc/mutable.env "$1"; }
 
 @test "env files: a valid file is read, comments and blank lines skipped" {

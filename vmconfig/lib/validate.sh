@@ -33,6 +33,19 @@ is_duration() { [[ $1 =~ ^[1-9][0-9]{0,6}(ms|s|m|h)?$ ]]; }
 is_containerd_log_level() { [[ $1 =~ ^(trace|debug|info|warn|error|fatal|panic)$ ]]; }
 # Linux interface names: 1-15 characters, no '/', ':', whitespace; not "." or "..".
 is_iface() { [[ $1 =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$ && $1 != . && $1 != .. ]]; }
+# An exact S3 object s3://BUCKET/KEY: key segments of [A-Za-z0-9._~+=,@-], none empty, "." or
+# "..", at most 1024 characters (it becomes one systemd argument: no spaces, '%' or '$').
+is_s3_object() {
+  local bucket=${1#s3://} key seg
+  [[ $1 == s3://* && $bucket == */* ]] || return 1
+  key=${bucket#*/} bucket=${bucket%%/*}
+  is_bucket "$bucket" && ((${#key} >= 1 && ${#key} <= 1024)) || return 1
+  [[ $key =~ ^[A-Za-z0-9._~+=,@/-]+$ && $key != */ ]] || return 1
+  local -a segs
+  IFS=/ read -r -a segs <<<"$key"
+  for seg in "${segs[@]}"; do [[ -n $seg && $seg != . && $seg != .. ]] || return 1; done
+  [[ $key != /* && $key != *//* ]]
+}
 is_instance_id() { [[ $1 =~ ^i-[0-9a-f]{8,17}$ ]]; }
 is_eni_id() { [[ $1 =~ ^eni-[0-9a-f]{8,17}$ ]]; }
 is_zone() { [[ $1 =~ ^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}[a-z]$ ]]; }
@@ -180,6 +193,7 @@ check_type() {
   imds_mode) is_imds_mode "$v" ;;
   image) is_image_ref "$v" ;;
   loopback_ip) is_loopback_ip "$v" ;;
+  s3_object) is_s3_object "$v" ;;
   ipv4) is_ipv4 "$v" ;;
   ipv4_or_detect) [[ $v == detect ]] || is_ipv4 "$v" ;;
   jool_source) [[ $v == archive || $v == debian ]] ;;
@@ -228,6 +242,7 @@ PODMIN_NODEGROUP dns_label required -
 REGISTRY_HOSTNAME dns_subdomain required -
 SANDBOX_IMAGE image required -
 POD_ENI_WAIT_SECONDS uint:1:3600 optional 300
+WORKLOAD_CA_PUBLISH s3_object optional -
 S
     ;;
   nat)

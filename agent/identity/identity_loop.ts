@@ -1,0 +1,102 @@
+/**
+ * The agent's "identity-ca" loop: a `CaMaintainer` pass every interval, its status written to
+ * `<state-dir>/identity.json`, and the lease released on shutdown.
+ */
+
+import { UsageError } from "../../core/errors.ts";
+import type { Logger } from "../../core/log.ts";
+import type { ObjectStore } from "../../core/object_store.ts";
+import type { RetryPolicy } from "../../core/retry.ts";
+import { openStore } from "../../core/store_url.ts";
+import { Loop } from "../loop.ts";
+import type { CaKeySource } from "./ca_key.ts";
+import { CaMaintainer, type IdentityStatus } from "./ca_maintainer.ts";
+import { parsePublicationTarget } from "./ca_publication.ts";
+import { DEFAULT_ROTATION_POLICY, policyProblems, type RotationPolicy } from "./ca_rotation.ts";
+import { writeIdentityStatus } from "./identity_status.ts";
+
+/** Defaults of the identity flags. */
+export const IDENTITY_DEFAULTS = {
+  interval: "30s",
+  lease: "90s",
+  caLifetime: "8760h",
+  trustWindow: "1h",
+  clockSkew: "5m",
+} as const;
+
+/** Options of `identityCaLoop`. */
+export interface IdentityLoopOptions {
+  store: ObjectStore;
+  cluster: string;
+  nodeId: string;
+  keySource: CaKeySource;
+  /** `--workload-ca-publish`, when set. */
+  publish?: string;
+  region: string;
+  /** Retry policy of the external bucket's store (the agent's: the loop is the retry). */
+  retry: RetryPolicy;
+  intervalMs: number;
+  leaseMs: number;
+  caLifetimeMs: number;
+  trustWindowMs: number;
+  clockSkewMs: number;
+  stateDir: string;
+  log: Logger;
+}
+
+/** The loop and the shutdown step that releases the lease. */
+export interface IdentityLoop {
+  loop: Loop<IdentityStatus>;
+  /** After the loop stopped: gives the lease up so another agent takes over at once. */
+  release(): Promise<void>;
+}
+
+/** Builds the identity-ca loop; a policy that cannot rotate safely is a `UsageError`. */
+export function identityCaLoop(options: IdentityLoopOptions): IdentityLoop {
+  const target = options.publish ? parsePublicationTarget(options.publish) : undefined;
+  const policy: RotationPolicy = {
+    ...DEFAULT_ROTATION_POLICY,
+    caLifetimeMs: options.caLifetimeMs,
+    trustWindowMs: options.trustWindowMs,
+    skewMs: options.clockSkewMs,
+    publicationTarget: target?.url,
+  };
+  const problems = policyProblems(policy);
+  if (options.intervalMs * 3 > options.leaseMs) {
+    problems.push("--identity-interval must be at most a third of --identity-lease");
+  }
+  if (problems.length) {
+    throw new UsageError(`workload CA settings: ${problems.join("; ")}`, {
+      hint: "check --workload-ca-lifetime, --workload-ca-trust-window, --clock-skew, " +
+        "--identity-interval and --identity-lease",
+    });
+  }
+  const maintainer = new CaMaintainer({
+    store: options.store,
+    cluster: options.cluster,
+    nodeId: options.nodeId,
+    keySource: options.keySource,
+    policy,
+    publication: target && {
+      target,
+      store: openStore(`s3://${target.bucket}`, { region: options.region, retry: options.retry }),
+    },
+    leaseDurationMs: options.leaseMs,
+    log: options.log,
+  });
+  const loop = new Loop<IdentityStatus>({
+    name: "identity-ca",
+    intervalMs: options.intervalMs,
+    // Never back off past the lease: a leader that waits longer loses it.
+    maxBackoffMs: Math.max(options.intervalMs, Math.floor(options.leaseMs / 3)),
+    log: options.log,
+    pass: async () => await maintainer.pass(),
+    status: (status) => writeIdentityStatus(options.stateDir, status),
+  });
+  return {
+    loop,
+    async release() {
+      if (await maintainer.release()) options.log.info("CA leader lease released");
+    },
+  };
+}
