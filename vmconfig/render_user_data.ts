@@ -115,6 +115,8 @@ export interface UserDataOptions {
   podEniWaitSeconds?: number;
   /** Node: `s3://BUCKET/KEY` the elected agent publishes the workload CA bundle to. */
   workloadCaPublish?: string;
+  /** `--otel-logs`: the OTLP/HTTP endpoint and, with `ca=`, the server CA bundle object. */
+  otelLogs?: { endpoint: string; ca?: string };
   nat?: NatOptions;
   /** Base URL objects are fetched from (`<base>/<key>`); default the dual-stack S3 endpoint. */
   s3BaseUrl?: string;
@@ -249,6 +251,12 @@ export function userDataEnv(o: UserDataOptions): string[] {
     if (o.workloadCaPublish !== undefined) {
       env.WORKLOAD_CA_PUBLISH = checkS3Object(o.workloadCaPublish, "workload CA publication");
     }
+    if (o.otelLogs !== undefined) {
+      env.TELEMETRY_OTLP_ENDPOINT = checkOtlpUrl(o.otelLogs.endpoint);
+      if (o.otelLogs.ca !== undefined) {
+        env.TELEMETRY_OTLP_CA = checkS3Object(o.otelLogs.ca, "OTel CA bundle");
+      }
+    }
   } else {
     const nat = o.nat ?? fail("a NAT VM's user-data needs its NAT settings");
     if (!nat.ipv4SourceCidrs.length) fail("NAT needs at least one IPv4 source CIDR");
@@ -368,6 +376,21 @@ function checkS3Object(url: string, what: string): string {
     fail(
       `invalid ${what} ${JSON.stringify(url)}: an exact s3://BUCKET/KEY whose key uses only ` +
         "letters, digits and ._~+=,@-/ (it becomes one argument of the node agent)",
+    );
+  }
+  return url;
+}
+
+/** The OTLP endpoint as vmconfig's `otlp_url` type accepts it (same rule, checked at setup). */
+function checkOtlpUrl(url: string): string {
+  const m =
+    /^https?:\/\/([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?(\/[A-Za-z0-9._~\/-]{0,512})?$/
+      .exec(url);
+  const port = m?.[2] ? Number(m[2].slice(1)) : 443;
+  if (!m || port < 1 || port > 65535) {
+    fail(
+      `--otel-logs endpoint ${JSON.stringify(url)} is not one vmconfig accepts`,
+      "use http(s)://HOST[:PORT][/PATH] (letters, digits and . _ ~ / - in the path)",
     );
   }
   return url;

@@ -100,6 +100,17 @@ Deno.test("vmconfig: user-data fits 16 KiB and pins every dependency by digest",
   assert.ok(!ud.text.includes("WORKLOAD_CA_PUBLISH"), "only when setup got --workload-ca-publish");
   const pub = renderUserData({ ...NODE, workloadCaPublish: "s3://trust-bundles/podmin/ca.pem" });
   assert.ok(pub.text.includes("\nWORKLOAD_CA_PUBLISH=s3://trust-bundles/podmin/ca.pem\n"));
+  assert.ok(!ud.text.includes("TELEMETRY_"), "only when setup got --otel-logs");
+  const otel = renderUserData({
+    ...NODE,
+    otelLogs: { endpoint: "https://otel.example.com:4318/", ca: "s3://org-cas/otel/ca.pem" },
+  });
+  assert.ok(otel.text.includes("\nTELEMETRY_OTLP_ENDPOINT=https://otel.example.com:4318/\n"));
+  assert.ok(otel.text.includes("\nTELEMETRY_OTLP_CA=s3://org-cas/otel/ca.pem\n"));
+  assert.throws(
+    () => renderUserData({ ...NODE, otelLogs: { endpoint: "https://otel:4318/a b" } }),
+    /not one vmconfig accepts/,
+  );
   assert.ok(
     ud.text.includes(
       "\nSANDBOX_IMAGE=registry.podmin.internal/mirror/registry.k8s.io/pause:3.10\n",

@@ -707,6 +707,10 @@ function renderConfig(options: {
       sandboxImage: plan.sandboxImage,
       workloadCaPublish: flags.workloadCaPublish &&
         `s3://${flags.workloadCaPublish.bucket}/${flags.workloadCaPublish.key}`,
+      otelLogs: flags.otelLogs && {
+        endpoint: flags.otelLogs.endpoint,
+        ca: flags.otelLogs.ca && `s3://${flags.otelLogs.ca.bucket}/${flags.otelLogs.ca.key}`,
+      },
       preview: dryRun,
     }).text;
   }

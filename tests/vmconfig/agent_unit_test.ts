@@ -26,9 +26,14 @@ function systemdArgs(line: string, env: Record<string, string>): string[] {
 }
 
 for (
-  const [what, caArgs] of [
-    ["without --workload-ca-publish", ""],
-    ["with --workload-ca-publish", "--workload-ca-publish=s3://trust-bundles/podmin/prod.pem"],
+  const [what, caArgs, telemetryArgs] of [
+    ["without --workload-ca-publish", "", ""],
+    ["with --workload-ca-publish", "--workload-ca-publish=s3://trust-bundles/podmin/prod.pem", ""],
+    [
+      "with telemetry",
+      "",
+      "--fluent-bit-identity --otel-ca=s3://org-cas/otel/ca.pem",
+    ],
   ]
 ) {
   Deno.test(`vmconfig: podmin-agent.service's ExecStart runs one converging pass of the real agent (${what})`, async () => {
@@ -50,10 +55,12 @@ for (
         PODMIN_REGISTRY_LISTEN: "127.0.0.1:0",
         PODMIN_NODE_ID: "i-0123456789abcdef0",
         PODMIN_AGENT_CA_ARGS: caArgs,
+        PODMIN_AGENT_TELEMETRY_ARGS: telemetryArgs,
       };
       const args = systemdArgs(exec[2], env);
       assert.equal(args.includes("--node-id=i-0123456789abcdef0"), true);
       assert.equal(args.some((a) => a.startsWith("--workload-ca-publish")), caArgs !== "");
+      assert.equal(args.includes("--fluent-bit-identity"), telemetryArgs !== "");
       await createBucket(env.PODMIN_BUCKET);
       const r = await agent([...args, "--once", ...nodeStateDirArgs(tmp)]);
       assert.equal(r.code, 0, r.stderr);

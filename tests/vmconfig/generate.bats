@@ -177,3 +177,45 @@ toml() {
   [ ! -e /tmp/x.conf ] || [ "$(cat /tmp/x.conf)" != x ]
   [ -z "$(find "$PODMIN_ROOT/etc/podmin" -name '.*')" ] # no temporary files left
 }
+
+# fb_conf FILE SECTION KEY: the values of KEY in every [SECTION] of a Fluent Bit classic config.
+fb_conf() {
+  awk -v sec="[$2]" -v key="$3" '/^\[/ { in_sec = ($1 == sec) } in_sec && $1 == key { $1 = ""; sub(/^ +/, ""); print }' "$1"
+}
+
+@test "Fluent Bit over https: the agent's client identity, the OTel CA bundle, host, port and path" {
+  gen_fluent_bit_config https://otel.example.com:4318/v1/logs true >"$BATS_TEST_TMPDIR/fb.conf"
+  f=$BATS_TEST_TMPDIR/fb.conf
+  [ "$(fb_conf "$f" OUTPUT name)" = opentelemetry ]
+  [ "$(fb_conf "$f" OUTPUT host)" = otel.example.com ]
+  [ "$(fb_conf "$f" OUTPUT port)" = 4318 ]
+  [ "$(fb_conf "$f" OUTPUT logs_uri)" = /v1/logs ]
+  [ "$(fb_conf "$f" OUTPUT tls)" = on ]
+  [ "$(fb_conf "$f" OUTPUT tls.verify)" = on ]
+  [ "$(fb_conf "$f" OUTPUT tls.crt_file)" = /run/podmin/telemetry/client/tls.crt ]
+  [ "$(fb_conf "$f" OUTPUT tls.key_file)" = /run/podmin/telemetry/client/tls.key ]
+  [ "$(fb_conf "$f" OUTPUT tls.ca_file)" = /run/podmin/telemetry/otel-ca/ca.crt ]
+  run fb_conf "$f" INPUT systemd_filter
+  [ "${lines[0]}" = _SYSTEMD_UNIT=kubelet.service ]
+  [ "${#lines[@]}" -eq 3 ]
+}
+
+@test "Fluent Bit: system roots without ca=, default port and path, bracketed IPv6, no TLS over http" {
+  gen_fluent_bit_config 'https://[2001:db8::7]/' false >"$BATS_TEST_TMPDIR/a.conf"
+  [ "$(fb_conf "$BATS_TEST_TMPDIR/a.conf" OUTPUT host)" = 2001:db8::7 ]
+  [ "$(fb_conf "$BATS_TEST_TMPDIR/a.conf" OUTPUT port)" = 443 ]
+  [ "$(fb_conf "$BATS_TEST_TMPDIR/a.conf" OUTPUT logs_uri)" = /v1/logs ]
+  [ -z "$(fb_conf "$BATS_TEST_TMPDIR/a.conf" OUTPUT tls.ca_file)" ]
+  gen_fluent_bit_config http://collector:4318 false >"$BATS_TEST_TMPDIR/b.conf"
+  [ "$(fb_conf "$BATS_TEST_TMPDIR/b.conf" OUTPUT port)" = 4318 ]
+  [ -z "$(fb_conf "$BATS_TEST_TMPDIR/b.conf" OUTPUT tls)" ]
+  [ -z "$(fb_conf "$BATS_TEST_TMPDIR/b.conf" OUTPUT tls.crt_file)" ]
+}
+
+@test "the Corefile serves the agent's zone and forwards the rest" {
+  gen_corefile 127.0.0.1 53 /run/podmin/dns/cluster.local.db cluster.local 169.254.169.253 >"$BATS_TEST_TMPDIR/Corefile"
+  run grep -c 'file /run/podmin/dns/cluster.local.db' "$BATS_TEST_TMPDIR/Corefile"
+  [ "$output" = 1 ]
+  run grep -c 'forward . 169.254.169.253' "$BATS_TEST_TMPDIR/Corefile"
+  [ "$output" = 1 ]
+}

@@ -119,6 +119,18 @@ setup() {
   [ "$status" -ne 0 ]
 }
 
+@test "OTLP endpoints (TELEMETRY_OTLP_ENDPOINT): http(s), a host, a port, a plain path" {
+  for v in https://otel.example.com:4318/v1/logs https://otel:4318/ http://10.0.0.5:4318 \
+    'https://[2001:db8::7]:4318/v1/logs' https://collector; do
+    check_type otlp_url "$v"
+  done
+  for v in ftp://otel:4318 https:// 'https://otel:4318/a b' 'https://otel:99999/' \
+    "https://otel:4318/\$x" "https://otel:4318/a?b=c" 'https://otel"x' "https://otel:0/" ''; do
+    run check_type otlp_url "$v"
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+  done
+}
+
 @test "user-data.env of a node: WORKLOAD_CA_PUBLISH is optional and typed" {
   base=$'PODMIN_KIND=node\nPODMIN_CLUSTER=prod\nPODMIN_BUCKET=prod-bucket\nPODMIN_REGION=us-east-1\nPODMIN_ARCH=amd64\nPODMIN_NODEGROUP=workers\nREGISTRY_HOSTNAME=registry.podmin.internal\nSANDBOX_IMAGE=registry.podmin.internal/mirror/registry.k8s.io/pause:3.10\n'
   put /opt/podmin/etc/user-data.env "${base}WORKLOAD_CA_PUBLISH=s3://trust-bundles/podmin/ca.pem"

@@ -152,6 +152,15 @@ configure() {
       "CONTAINERD_LOG_LEVEL=${cfg[CONTAINERD_LOG_LEVEL]}"
     env_file kubelet "KUBELET_CONFIG=$KUBELET_CONFIG" "NODE_NAME=${cfg[DETECTED_INSTANCE_ID]}" \
       "NODE_IP=${cfg[DETECTED_NODE_IPV6]}" "KUBE_LOG_LEVEL=${cfg[KUBE_LOG_LEVEL]}"
+    # Telemetry (--otel-logs): the agent keeps Fluent Bit's client identity (https only) and the
+    # OTel CA bundle (ca=); Fluent Bit runs when it is installed.
+    local telemetry_args='' otlp=${cfg[TELEMETRY_OTLP_ENDPOINT]:-} has_ca=false
+    if [[ -n $otlp ]]; then
+      [[ -n ${cfg[TELEMETRY_OTLP_CA]:-} ]] && has_ca=true
+      [[ $otlp == https://* ]] && telemetry_args=--fluent-bit-identity
+      [[ $has_ca == true ]] && telemetry_args+=" --otel-ca=${cfg[TELEMETRY_OTLP_CA]}"
+      telemetry_args=${telemetry_args# }
+    fi
     env_file podmin-agent "PODMIN_BUCKET=s3://${cfg[PODMIN_BUCKET]}" \
       "PODMIN_REGION=${cfg[PODMIN_REGION]}" "PODMIN_CLUSTER=${cfg[PODMIN_CLUSTER]}" \
       "PODMIN_NODEGROUP=${cfg[PODMIN_NODEGROUP]}" "PODMIN_IPV6_PREFIX=${cfg[DETECTED_POD_PREFIX]}" \
@@ -159,6 +168,7 @@ configure() {
       "AGENT_SECRETS_INTERVAL=${cfg[AGENT_SECRETS_INTERVAL]}" \
       "PODMIN_NODE_ID=${cfg[DETECTED_INSTANCE_ID]}" \
       "PODMIN_AGENT_CA_ARGS=${cfg[WORKLOAD_CA_PUBLISH]:+--workload-ca-publish=${cfg[WORKLOAD_CA_PUBLISH]}}" \
+      "PODMIN_AGENT_TELEMETRY_ARGS=$telemetry_args" \
       "PODMIN_REGISTRY_HOSTNAME=${cfg[REGISTRY_HOSTNAME]}" \
       "PODMIN_REGISTRY_LISTEN=$(url_host "${cfg[LOCAL_REGISTRY_HOST]}"):${cfg[LOCAL_REGISTRY_PORT]}" \
       "AWS_REGION=${cfg[PODMIN_REGION]}" "AWS_USE_DUALSTACK_ENDPOINT=true" \
@@ -172,6 +182,16 @@ configure() {
     emit kubelet "$KUBELET_CONFIG" root root 0644 < <(gen_kubelet_config "$kubelet_version")
     # The CNI configuration is read for every Pod sandbox: no restart needed.
     emit - "$CNI_CONFLIST" root root 0644 < <(gen_cni_conflist "${cfg[DETECTED_POD_PREFIX]}")
+    if [[ -n $otlp ]]; then
+      ensure_dir /etc/podmin/fluent-bit root root 0755
+      ensure_dir /var/lib/podmin/fluent-bit root root 0700
+      emit podmin-fluent-bit /etc/podmin/fluent-bit/fluent-bit.conf root root 0644 < <(gen_fluent_bit_config "$otlp" "$has_ca")
+      if [[ -x $(r /opt/fluent-bit/bin/fluent-bit) ]]; then
+        services+=(podmin-fluent-bit)
+      else
+        log "telemetry: Fluent Bit is not installed (/opt/fluent-bit/bin/fluent-bit): pin it with --dependency-catalog; the agent still keeps its identity"
+      fi
+    fi
   else
     nat_rules cfg || die "invalid NAT configuration"
     # With the stable NAT64 ENI (pool4 detect), IPv4 leaves through it: its private address

@@ -174,7 +174,7 @@ source_dir=$scratch/vmconfig
 for f in "$source_dir"/bin/*.sh; do plan+=("$f|$PODMIN_HOME/bin/${f##*/}|0755"); done
 for f in "$source_dir"/lib/*.sh; do plan+=("$f|$PODMIN_HOME/lib/${f##*/}|0644"); done
 case $kind in
-node) units=(containerd kubelet podmin-agent podmin-pod-network) ;;
+node) units=(containerd kubelet podmin-agent podmin-pod-network podmin-fluent-bit) ;;
 nat) units=(podmin-nat) ;;
 esac
 [[ -n ${dep_file[amazon-ssm-agent]:-} ]] && units+=(amazon-ssm-agent)

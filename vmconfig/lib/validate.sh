@@ -46,6 +46,13 @@ is_s3_object() {
   for seg in "${segs[@]}"; do [[ -n $seg && $seg != . && $seg != .. ]] || return 1; done
   [[ $key != /* && $key != *//* ]]
 }
+# is_otlp_url URL: http(s)://HOST[:PORT][/PATH], HOST a DNS name, an IPv4 address or a bracketed
+# IPv6 address; nothing that could break out of a Fluent Bit configuration line.
+is_otlp_url() {
+  [[ $1 =~ ^https?://([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]{0,512})?$ ]] || return 1
+  local port=${BASH_REMATCH[2]#:}
+  [[ -z $port ]] || ((10#$port >= 1 && 10#$port <= 65535))
+}
 is_instance_id() { [[ $1 =~ ^i-[0-9a-f]{8,17}$ ]]; }
 is_eni_id() { [[ $1 =~ ^eni-[0-9a-f]{8,17}$ ]]; }
 is_zone() { [[ $1 =~ ^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}[a-z]$ ]]; }
@@ -194,6 +201,7 @@ check_type() {
   image) is_image_ref "$v" ;;
   loopback_ip) is_loopback_ip "$v" ;;
   s3_object) is_s3_object "$v" ;;
+  otlp_url) is_otlp_url "$v" ;;
   ipv4) is_ipv4 "$v" ;;
   ipv4_or_detect) [[ $v == detect ]] || is_ipv4 "$v" ;;
   jool_source) [[ $v == archive || $v == debian ]] ;;
@@ -243,6 +251,8 @@ REGISTRY_HOSTNAME dns_subdomain required -
 SANDBOX_IMAGE image required -
 POD_ENI_WAIT_SECONDS uint:1:3600 optional 300
 WORKLOAD_CA_PUBLISH s3_object optional -
+TELEMETRY_OTLP_ENDPOINT otlp_url optional -
+TELEMETRY_OTLP_CA s3_object optional -
 S
     ;;
   nat)
