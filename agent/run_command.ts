@@ -163,7 +163,23 @@ Example:
         new PodCertificates({ cluster, tlsDir: f.tlsDir, store, caKey, ca, log }),
       log,
     });
-    if (f.once) return await runOnce({ ctx, deployments, stateDir });
+    const identity = caKey && identityCaLoop({
+      store,
+      cluster,
+      nodeId: f.nodeId,
+      keySource: caKey,
+      publish: f.workloadCaPublish,
+      region,
+      retry: AGENT_RETRY,
+      ...f.identity,
+      stateDir,
+      log,
+    });
+    if (f.once) {
+      // One CA pass first, so a single node bootstraps its workload CA in the same run.
+      await identity?.once();
+      return await runOnce({ ctx, deployments, stateDir });
+    }
 
     const abort = new AbortController();
     if (f.registryListen !== "off") {
@@ -189,18 +205,6 @@ Example:
         await record.write();
         return {};
       },
-    });
-    const identity = caKey && identityCaLoop({
-      store,
-      cluster,
-      nodeId: f.nodeId,
-      keySource: caKey,
-      publish: f.workloadCaPublish,
-      region,
-      retry: AGENT_RETRY,
-      ...f.identity,
-      stateDir,
-      log,
     });
     const loops: { start(): void; stop(): Promise<void> }[] = [
       new Loop<AgentStatus>({

@@ -62,7 +62,11 @@ export class CaView {
         }`,
       };
     }
-    const read = await this.#state.read({ now: now.getTime() });
+    // While there is no active certificate (a new cluster), read on every pass, not every interval.
+    const read = await this.#state.read({
+      now: now.getTime(),
+      force: !this.#checked?.checked.active,
+    });
     if (read.changed && read.value) {
       try {
         const checked = await checkCaState(read.value, key.publicKey);

@@ -49,6 +49,8 @@ export interface IdentityLoop {
   loop: Loop<IdentityStatus>;
   /** After the loop stopped: gives the lease up so another agent takes over at once. */
   release(): Promise<void>;
+  /** One pass outside the loop (`run --once`), its status written. */
+  once(): Promise<void>;
 }
 
 /** Builds the identity-ca loop; a policy that cannot rotate safely is a `UsageError`. */
@@ -97,6 +99,10 @@ export function identityCaLoop(options: IdentityLoopOptions): IdentityLoop {
     loop,
     async release() {
       if (await maintainer.release()) options.log.info("CA leader lease released");
+    },
+    async once() {
+      const { status } = await maintainer.pass();
+      await writeIdentityStatus(options.stateDir, status);
     },
   };
 }

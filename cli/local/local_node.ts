@@ -15,7 +15,8 @@
  */
 
 import * as path from "node:path";
-import { imageTagKey, parseImageRepository } from "../../core/bucket_layout.ts";
+import { IDENTITY_WRITES, imageTagKey, parseImageRepository } from "../../core/bucket_layout.ts";
+import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
 import { PodminError } from "../../core/errors.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { createBucket, openStore } from "../../core/store_url.ts";
@@ -300,12 +301,35 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
   return state;
 }
 
+/** The local workload CA key as the agent sees it (the node's /run/podmin is a tmpfs). */
+const LOCAL_CA_KEY = "/run/podmin/identity/workload-ca-key.pem";
+
+/**
+ * The local node's workload CA key: a cloud cluster keeps it in Parameter Store; a local node keeps
+ * it on its tmpfs only, so it is made anew after a reboot. A new key means a new CA: the CA state
+ * and leader lease made for the old key are removed from the bucket, and the agent bootstraps a
+ * fresh CA (its Pods' certificates are reissued).
+ */
+async function ensureLocalCaKey(
+  o: { runPodmin: string; store: ObjectStore; log: (line: string) => void },
+): Promise<void> {
+  const file = path.join(o.runPodmin, LOCAL_CA_KEY.slice("/run/podmin/".length));
+  if (await exists(file)) return;
+  await Deno.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  const pem = await privateKeyPem((await generateKeyPair()).privateKey);
+  await Deno.writeTextFile(`${file}.tmp`, pem, { mode: 0o600 });
+  await Deno.rename(`${file}.tmp`, file);
+  for (const key of IDENTITY_WRITES) await o.store.delete(key);
+  o.log("new workload CA key on the node's tmpfs: the local workload CA starts over");
+}
+
 /** Starts the daemons of the node that are not running, in order, each waited for. */
 async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: string }) {
   const { state } = o;
   const p = nodePaths(o.stateDir);
   const timeoutMs = o.timeoutMs ?? 60_000;
   const env = { PATH: `${p.bin}:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin` };
+  await ensureLocalCaKey({ runPodmin: p.runPodmin, store: openStore(o.bucket), log: o.log });
   const specs: Record<DaemonName, { argv: string[]; ready: () => Promise<boolean> }> = {
     containerd: {
       argv: [path.join(p.bin, "containerd"), "--config", "/etc/containerd/config.toml"],
@@ -322,7 +346,8 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
         "--manifest-dir=/etc/podmin/manifests",
         "--secrets-dir=/run/podmin/secrets",
         "--tls-dir=/run/podmin/tls",
-        "--workload-ca-key=off",
+        `--workload-ca-key=file:${LOCAL_CA_KEY}`,
+        `--node-id=${LOCAL_DEFAULTS.nodeName}`,
         "--state-dir=/run/podmin/agent",
         `--registry-listen=127.0.0.1:${state.registryPort}`,
         `--interval=${o.interval ?? "2s"}`,

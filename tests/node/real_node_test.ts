@@ -340,6 +340,55 @@ spec:
       );
 
       await t.step(
+        "the Pod's workload certificate: mounted read-only, verified by openssl, names the Pod",
+        async () => {
+          const tls = path.join(stateDir, "node/run/podmin/tls/default_hello");
+          await waitFor("the certificate", async () => {
+            try {
+              await Deno.stat(path.join(tls, "tls.crt"));
+              return true;
+            } catch {
+              return false;
+            }
+          }, 30_000);
+          const verify = await must("openssl", [
+            "verify",
+            "-CAfile",
+            path.join(tls, "ca.crt"),
+            path.join(tls, "tls.crt"),
+          ]);
+          assert.match(verify, /OK/);
+          const san = await must("openssl", [
+            "x509",
+            "-noout",
+            "-ext",
+            "subjectAltName",
+            "-in",
+            path.join(tls, "tls.crt"),
+          ]);
+          assert.match(
+            san,
+            new RegExp(`URI:spiffe://${CLUSTER}\\.podmin/ns/default/deployment/hello`),
+          );
+          // Inside the container, at the mount path (the app prints at most 255 bytes of a file).
+          const [c] = (await containers("hello")).filter((c: { state: string }) =>
+            c.state === "CONTAINER_RUNNING"
+          );
+          const seen = await inNode(
+            path.join(stateDir, "node/usr/local/bin/crictl"),
+            "exec",
+            c.id,
+            "/hello",
+            "cat",
+            "/var/run/secrets/podmin.dev/tls/tls.crt",
+          );
+          const onHost = await Deno.readTextFile(path.join(tls, "tls.crt"));
+          assert.ok(seen.startsWith("-----BEGIN CERTIFICATE-----"), seen);
+          assert.ok(onHost.startsWith(seen.trimEnd().slice(0, 200)), "the same certificate");
+        },
+      );
+
+      await t.step(
         "the agent's Pods API client reports exactly what kubelet's own Go client reports",
         async () => {
           const key = (p: PodsApiPod) =>
