@@ -253,8 +253,8 @@ export class FsStore implements ObjectStore {
           );
         }
       }
-      await removeQuietly(target);
-      if (this.#durable) await fsyncDir(path.dirname(target));
+      // An absent key (even under a prefix that was never written) is deleted already.
+      if (await removeQuietly(target) && this.#durable) await fsyncDir(path.dirname(target));
     });
   }
 
@@ -527,11 +527,14 @@ async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-async function removeQuietly(p: string): Promise<void> {
+/** Removes `p`; true when it existed. */
+async function removeQuietly(p: string): Promise<boolean> {
   try {
     await Deno.remove(p);
+    return true;
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
+    return false;
   }
 }
 

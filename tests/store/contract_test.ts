@@ -204,6 +204,7 @@ for (const backend of backends) {
     await store.delete("d", { ifMatch: etag });
     assert.equal(await getIfExists(store, "d"), undefined);
     await store.delete("d"); // absent: no error
+    await store.delete("never/written/under/this/prefix.json"); // absent prefix too
     await assert.rejects(store.delete("d", { ifMatch: etag }), PreconditionFailedError);
   });
 
