@@ -11,7 +11,7 @@ import type { Logger } from "../../core/log.ts";
 import { valueName } from "../../core/provider_names.ts";
 import type { Deployment } from "../../core/resources.ts";
 import { podDirName } from "../pod_dir.ts";
-import type { ValueProvider } from "./value_provider.ts";
+import { fetchValues, type ValueProvider } from "./value_provider.ts";
 import {
   ensurePrivateRoot,
   prunePodDirs,
@@ -27,8 +27,10 @@ export interface SecretsSyncOptions {
   provider: ValueProvider;
   /** Refresh interval of successfully fetched values. */
   refreshMs: number;
-  /** Retry interval after a failed fetch. */
+  /** First retry interval after a failed fetch (doubles per failure, capped at `refreshMs`). */
   retryMs?: number;
+  /** Source of jitter in [0, 1) (default Math.random). */
+  random?: () => number;
   log: Logger;
 }
 
@@ -45,6 +47,13 @@ export interface SecretsResult {
 interface PodState {
   keys: string;
   nextFetch: number;
+  /** Consecutive failed fetches. */
+  failures: number;
+}
+
+/** The declared keys of a Deployment, as one comparable string. */
+function keysOf(d: Deployment): string {
+  return d.spec.secrets!.map((s) => `${s.from}:${s.key}`).join(",");
 }
 
 /** Keeps value generations of local Deployments current. */
@@ -76,49 +85,101 @@ export class SecretsSync {
       result.errors.push(`values directory ${this.#options.secretsDir}: ${(err as Error).message}`);
       return result;
     }
-    await Promise.all(withSecrets.map((d) => this.#syncOne(d, now, result)));
+    const fetched = await this.#fetchDue(withSecrets, now);
+    await Promise.all(withSecrets.map((d) => this.#syncOne(d, now, result, fetched)));
     return result;
   }
 
-  async #syncOne(d: Deployment, now: number, result: SecretsResult): Promise<void> {
+  /** True when `d`'s values are due: new, changed keys, or past their refresh time. */
+  #due(d: Deployment, now: number): boolean {
+    const st = this.#state.get(`${d.metadata.namespace}/${d.metadata.name}`);
+    return !st || st.keys !== keysOf(d) || now >= st.nextFetch;
+  }
+
+  /**
+   * Every due value of this pass in as few provider calls as it allows (Parameter Store: 10 names
+   * per `GetParameters`, across all of the node's Deployments).
+   */
+  async #fetchDue(
+    deployments: Deployment[],
+    now: number,
+  ): Promise<Map<string, Uint8Array | Error>> {
+    const names = { ssm: new Set<string>(), secretsmanager: new Set<string>() };
+    for (const d of deployments) {
+      if (!this.#due(d, now)) continue;
+      for (const s of d.spec.secrets!) names[s.from].add(this.#name(d, s.key));
+    }
+    const out = new Map<string, Uint8Array | Error>();
+    for (const from of ["ssm", "secretsmanager"] as const) {
+      if (!names[from].size) continue;
+      for (const [k, v] of await fetchValues(this.#options.provider, from, [...names[from]])) {
+        out.set(`${from}:${k}`, v);
+      }
+    }
+    return out;
+  }
+
+  #name(d: Deployment, key: string): string {
+    const { namespace, name } = d.metadata;
+    return valueName({ cluster: this.#options.cluster, namespace, podName: name, key });
+  }
+
+  /**
+   * The next refresh: the interval with ±20 % jitter, so a cluster's nodes (and a node's
+   * Deployments) spread their calls instead of refreshing in step.
+   */
+  #nextRefresh(now: number): number {
+    const r = this.#options.random ?? Math.random;
+    return now + this.#options.refreshMs * (0.8 + 0.4 * r());
+  }
+
+  async #syncOne(
+    d: Deployment,
+    now: number,
+    result: SecretsResult,
+    fetched: Map<string, Uint8Array | Error>,
+  ): Promise<void> {
     const secrets = d.spec.secrets!;
     const { namespace, name } = d.metadata;
     const ref = `${namespace}/${name}`;
     const dir = path.join(this.#options.secretsDir, podDirName(namespace, name));
-    const keys = secrets.map((s) => `${s.from}:${s.key}`).join(",");
-    const st = this.#state.get(ref);
+    const keys = keysOf(d);
     let verified = false; // writeGeneration verifies and repairs the layout itself
-    if (!st || st.keys !== keys || now >= st.nextFetch) {
+    if (this.#due(d, now)) {
       try {
-        const fetched = await Promise.all(
-          secrets.map((s) =>
-            this.#options.provider.fetch(
-              s.from,
-              valueName({ cluster: this.#options.cluster, namespace, podName: name, key: s.key }),
-            )
-          ),
-        );
+        const values = secrets.map((s) => {
+          const v = fetched.get(`${s.from}:${this.#name(d, s.key)}`);
+          if (v === undefined) throw new Error(`value ${s.key} was not fetched`);
+          if (v instanceof Error) throw v;
+          return v;
+        });
         secrets.forEach((s, i) =>
           checkSize({
             what: `value ${s.key} (${s.from})`,
-            size: fetched[i].byteLength,
+            size: values[i].byteLength,
             limit: LIMITS.valueBytes,
             hint: "store large data elsewhere (an image, an S3 object) and keep values small",
           })
         );
-        const values = new Map(secrets.map((s, i) => [s.key, fetched[i]]));
-        if (await writeGeneration(dir, values)) {
+        const generation = new Map(secrets.map((s, i) => [s.key, values[i]]));
+        if (await writeGeneration(dir, generation)) {
           result.rotated.push(ref);
           this.#options.log.info("values generation swapped", {
             deployment: ref,
-            keys: values.size,
+            keys: generation.size,
           });
         }
         verified = true;
-        this.#state.set(ref, { keys, nextFetch: now + this.#options.refreshMs });
+        this.#state.set(ref, { keys, nextFetch: this.#nextRefresh(now), failures: 0 });
       } catch (err) {
         result.errors.push(`values of ${ref}: ${(err as Error).message}`);
-        this.#state.set(ref, { keys, nextFetch: now + (this.#options.retryMs ?? 5_000) });
+        // Retry sooner than the refresh, backing off while the provider keeps failing
+        // (throttling included); the last good generation stays in place meanwhile.
+        const failures = (this.#state.get(ref)?.failures ?? 0) + 1;
+        const base = this.#options.retryMs ?? 5_000;
+        const delay = Math.min(this.#options.refreshMs, base * 2 ** (failures - 1));
+        const r = this.#options.random ?? Math.random;
+        this.#state.set(ref, { keys, nextFetch: now + delay * (0.5 + 0.5 * r()), failures });
       }
     }
     try {

@@ -1,7 +1,7 @@
 /** Reads declared app values from AWS Parameter Store and Secrets Manager. */
 
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
-import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
+import { GetParameterCommand, GetParametersCommand, SSMClient } from "@aws-sdk/client-ssm";
 import { NotFoundError, PermanentStoreError, UnavailableError } from "../../core/errors.ts";
 import {
   awsRequestHandler,
@@ -15,6 +15,33 @@ import type { SecretRef } from "../../core/resources.ts";
 export interface ValueProvider {
   /** Throws `NotFoundError`, `UnavailableError` or `PermanentStoreError`. */
   fetch(from: SecretRef["from"], name: string): Promise<Uint8Array>;
+  /**
+   * Several values of one kind in as few calls as the provider allows (Parameter Store:
+   * `GetParameters`, 10 names per call). Each name maps to its value or its own error; a failed
+   * call maps every name it carried to that error. Optional: callers fall back to `fetch`.
+   */
+  fetchMany?(from: SecretRef["from"], names: string[]): Promise<Map<string, Uint8Array | Error>>;
+}
+
+/** Parameter Store's `GetParameters` limit. */
+export const SSM_BATCH = 10;
+
+/** Fetches `names` with `provider.fetchMany` when it has one, else one `fetch` each. */
+export async function fetchValues(
+  provider: ValueProvider,
+  from: SecretRef["from"],
+  names: string[],
+): Promise<Map<string, Uint8Array | Error>> {
+  if (provider.fetchMany) return await provider.fetchMany(from, names);
+  const out = new Map<string, Uint8Array | Error>();
+  await Promise.all(names.map(async (name) => {
+    try {
+      out.set(name, await provider.fetch(from, name));
+    } catch (err) {
+      out.set(name, err as Error);
+    }
+  }));
+  return out;
 }
 
 /** The AWS implementation (endpoint from AWS_ENDPOINT_URL when set). */
@@ -35,6 +62,55 @@ export class AwsValueProvider implements ValueProvider {
     };
     this.#ssm = new SSMClient(common);
     this.#sm = new SecretsManagerClient(common);
+  }
+
+  /** Parameter Store values in `GetParameters` calls of 10; Secrets Manager one call each. */
+  async fetchMany(
+    from: SecretRef["from"],
+    names: string[],
+  ): Promise<Map<string, Uint8Array | Error>> {
+    const out = new Map<string, Uint8Array | Error>();
+    if (from !== "ssm") {
+      await Promise.all(names.map(async (name) => {
+        try {
+          out.set(name, await this.fetch(from, name));
+        } catch (err) {
+          out.set(name, err as Error);
+        }
+      }));
+      return out;
+    }
+    const unique = [...new Set(names)];
+    for (let i = 0; i < unique.length; i += SSM_BATCH) {
+      const chunk = unique.slice(i, i + SSM_BATCH);
+      try {
+        const got = await this.#ssm.send(
+          new GetParametersCommand({ Names: chunk, WithDecryption: true }),
+        );
+        for (const p of got.Parameters ?? []) {
+          if (p.Name) out.set(p.Name, new TextEncoder().encode(p.Value ?? ""));
+        }
+        for (const name of got.InvalidParameters ?? []) {
+          out.set(name, classifyAwsError({ name: "ParameterNotFound" }, "ssm", name));
+        }
+        for (const name of chunk) {
+          if (!out.has(name)) {
+            out.set(name, classifyAwsError({ name: "ParameterNotFound" }, "ssm", name));
+          }
+        }
+      } catch (err) {
+        const e = isTimeout(err)
+          ? timeoutError({
+            endpoint: this.#endpoint,
+            timeoutMs: this.#timeoutMs,
+            what: `Parameter Store ${chunk.length} parameter(s)`,
+            cause: err,
+          })
+          : classifyAwsError(err, "ssm", chunk.join(", "));
+        for (const name of chunk) out.set(name, e);
+      }
+    }
+    return out;
   }
 
   async fetch(from: SecretRef["from"], name: string): Promise<Uint8Array> {

@@ -150,7 +150,10 @@ export function nodeRolePolicy(c: CheckedInputs): PolicyDocument {
     {
       Sid: "ReadClusterParameters",
       Effect: "Allow",
-      Action: ["ssm:GetParameter"],
+      // GetParameters reads up to 10 named parameters per call (the agent batches its refreshes
+      // to stay within Parameter Store's throughput quota); it names each parameter, so it
+      // reaches nothing GetParameter does not. Never GetParametersByPath (enumeration).
+      Action: ["ssm:GetParameter", "ssm:GetParameters"],
       Resource: [regionalArn({ service: "ssm", region, resource: `parameter/${cluster}/*` })],
     },
     {

@@ -34,6 +34,7 @@ function expectedNodeGrants(): Set<string> {
   }
   for (const k of IDENTITY_WRITES) out.add(`s3:PutObject ${P}:s3:::${BUCKET}/${k}`);
   out.add(`ssm:GetParameter ${P}:ssm:${REGION}:${ACCOUNT}:parameter/demo/*`);
+  out.add(`ssm:GetParameters ${P}:ssm:${REGION}:${ACCOUNT}:parameter/demo/*`);
   out.add(`secretsmanager:GetSecretValue ${P}:secretsmanager:${REGION}:${ACCOUNT}:secret:/demo/*`);
   for (const a of SSM_AGENT_ACTIONS) out.add(`${a} *`);
   out.add(`ec2:AssignIpv6Addresses ${P}:ec2:${REGION}:${ACCOUNT}:network-interface/*`);
@@ -109,7 +110,12 @@ Deno.test("node role: no wildcard resource on data-bearing actions, no Parameter
         for (const r of st.Resource) assert.notEqual(r, "*", `${action} on *`);
       }
       if (service === "ssm") {
-        assert.ok(["ssm:GetParameter", "ssm:UpdateInstanceInformation"].includes(action), action);
+        assert.ok(
+          ["ssm:GetParameter", "ssm:GetParameters", "ssm:UpdateInstanceInformation"].includes(
+            action,
+          ),
+          action,
+        );
       }
       if (action.startsWith("ssm:GetParameter")) {
         assert.deepEqual(st.Resource, [`${P}:ssm:${REGION}:${ACCOUNT}:parameter/demo/*`]);
@@ -124,7 +130,7 @@ Deno.test("node role: no wildcard resource on data-bearing actions, no Parameter
     }
   }
   const actions = new Set(nodePolicy(config).Statement.flatMap((s) => s.Action));
-  for (const absent of ["s3:ListBucket", "ssm:GetParameters", "ssm:GetParametersByPath", "kms:*"]) {
+  for (const absent of ["s3:ListBucket", "ssm:GetParametersByPath", "kms:*"]) {
     assert.ok(!actions.has(absent), absent);
   }
   // No managed policy (AmazonSSMManagedInstanceCore would add Parameter Store reads).
