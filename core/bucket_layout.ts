@@ -95,6 +95,12 @@ export function dnsNodeKey(nodeGroup: string, nodeId: string): string {
 /** Prefix of all node records. */
 export const DNS_NODES_PREFIX = "dns/nodes/";
 
+/** The endpoint mesh's coordinator lease (spec §7.9). */
+export const MESH_COORDINATOR_LEASE = "dns/coordinator-lease.json";
+
+/** Where the mesh coordinator listens (written by the lease holder). */
+export const MESH_COORDINATOR = "dns/coordinator.json";
+
 /** Public workload CA state (trust bundle and rotation state) maintained by the elected agent. */
 export const WORKLOAD_CA_STATE = "identity/workload-ca.json";
 

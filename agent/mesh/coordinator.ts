@@ -1,0 +1,159 @@
+/**
+ * The mesh coordinator (spec §7.9): the elected agent keeps every member's latest complete report,
+ * merges them into one complete cluster snapshot, and pushes it to every connected member on each
+ * change (coalesced) and once to a member that joins. A change costs one report in and one snapshot
+ * out per member: O(N) messages, never N².
+ *
+ * A member's report is accepted only from the node its verified certificate names. A member whose
+ * stream ends keeps its endpoints for `graceMs` (a reconnect in between changes nothing); after
+ * that its endpoints leave the snapshot (a node that never comes back).
+ */
+
+import {
+  type ClusterSnapshot,
+  mergeReports,
+  type NodeReport,
+  parseNodeReport,
+  sameEndpoints,
+} from "../../core/endpoint_snapshot.ts";
+import type { Logger } from "../../core/log.ts";
+import type { CoordinatorStream } from "./mesh_service.ts";
+
+/** Options of `Coordinator`. */
+export interface CoordinatorOptions {
+  /** The lease term this coordinator holds (the snapshots' term). */
+  term: number;
+  /** How long a disconnected member's endpoints stay (default 10 s). */
+  graceMs?: number;
+  /** Coalescing delay of broadcasts (default 20 ms). */
+  coalesceMs?: number;
+  log: Logger;
+}
+
+interface Member {
+  report: NodeReport;
+  streams: Set<CoordinatorStream>;
+  /** Timer that drops the member after its last stream ended. */
+  drop?: ReturnType<typeof setTimeout>;
+}
+
+/** Counters the scale test prints. */
+export interface CoordinatorCounters {
+  reportsIn: number;
+  snapshotsOut: number;
+  broadcasts: number;
+}
+
+/** One term's coordinator. */
+export class Coordinator {
+  readonly #o: CoordinatorOptions;
+  readonly #members = new Map<string, Member>();
+  #snapshot: ClusterSnapshot;
+  #timer?: ReturnType<typeof setTimeout>;
+  #stopped = false;
+  readonly counters: CoordinatorCounters = { reportsIn: 0, snapshotsOut: 0, broadcasts: 0 };
+
+  constructor(options: CoordinatorOptions) {
+    this.#o = options;
+    this.#snapshot = { term: options.term, version: 0, nodes: 0, endpoints: {} };
+  }
+
+  /** The current snapshot. */
+  get snapshot(): ClusterSnapshot {
+    return this.#snapshot;
+  }
+
+  /** Serves one member stream whose peer certificate names `peer`. */
+  accept(stream: CoordinatorStream, peer: string): void {
+    if (this.#stopped) {
+      stream.destroy(new Error("not the coordinator"));
+      return;
+    }
+    let joined = false;
+    stream.on("data", (raw: unknown) => {
+      let report: NodeReport;
+      try {
+        report = parseNodeReport(raw);
+        if (report.nodeId !== peer) {
+          throw new Error(`report for ${report.nodeId} on ${peer}'s connection`);
+        }
+      } catch (err) {
+        this.#o.log.warn("mesh report refused", { peer, error: (err as Error).message });
+        stream.destroy(err as Error);
+        return;
+      }
+      this.counters.reportsIn++;
+      let m = this.#members.get(peer);
+      const isNew = !m;
+      if (!m) this.#members.set(peer, m = { report, streams: new Set() });
+      clearTimeout(m.drop);
+      m.drop = undefined;
+      m.streams.add(stream);
+      const changed = isNew ||
+        (report.seq >= m.report.seq && !sameEndpoints(report.endpoints, m.report.endpoints));
+      if (report.seq >= m.report.seq) m.report = report;
+      if (!joined) {
+        // A joining member gets the current snapshot at once (a reconnect changes nothing else).
+        joined = true;
+        if (this.#snapshot.version > 0) this.#send(stream);
+      }
+      if (changed || this.#snapshot.version === 0) this.#schedule();
+    });
+    const gone = () => {
+      const m = this.#members.get(peer);
+      if (!m || !m.streams.delete(stream) || m.streams.size || this.#stopped) return;
+      m.drop = setTimeout(() => {
+        this.#members.delete(peer);
+        this.#o.log.info("mesh member dropped", { peer });
+        this.#schedule();
+      }, this.#o.graceMs ?? 10_000);
+    };
+    stream.on("error", gone);
+    stream.on("end", () => {
+      gone();
+      stream.end();
+    });
+    stream.on("close", gone);
+  }
+
+  /** Ends every stream (the lease was lost or the agent stops). */
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    for (const m of this.#members.values()) {
+      clearTimeout(m.drop);
+      for (const s of m.streams) s.destroy(new Error("coordinator stopped"));
+    }
+    this.#members.clear();
+  }
+
+  #schedule(): void {
+    if (this.#timer !== undefined || this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#broadcast();
+    }, this.#o.coalesceMs ?? 20);
+  }
+
+  #broadcast(): void {
+    const endpoints = mergeReports([...this.#members.values()].map((m) => m.report));
+    if (this.#snapshot.version > 0 && sameEndpoints(endpoints, this.#snapshot.endpoints)) return;
+    this.#snapshot = {
+      term: this.#o.term,
+      version: this.#snapshot.version + 1,
+      nodes: this.#members.size,
+      endpoints,
+    };
+    this.counters.broadcasts++;
+    for (const m of this.#members.values()) for (const s of m.streams) this.#send(s);
+  }
+
+  #send(stream: CoordinatorStream): void {
+    try {
+      stream.write(this.#snapshot);
+      this.counters.snapshotsOut++;
+    } catch (err) {
+      this.#o.log.warn("mesh snapshot not sent", { error: (err as Error).message });
+    }
+  }
+}

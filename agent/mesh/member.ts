@@ -1,0 +1,177 @@
+/**
+ * A mesh member (spec §7.9): every agent holds one stream to the coordinator the bucket names
+ * (`dns/coordinator.json`), sends its complete local endpoints on every change and as a heartbeat,
+ * and keeps the newest complete snapshot it received (term first, then version). When the
+ * coordinator is unreachable it keeps its last snapshot (the dataplane keeps running) and
+ * reconnects with jittered backoff, re-reading the coordinator record each time.
+ */
+
+import type * as grpc from "@grpc/grpc-js";
+import {
+  type ClusterSnapshot,
+  compareSnapshots,
+  type EndpointSet,
+  type NodeReport,
+  parseClusterSnapshot,
+} from "../../core/endpoint_snapshot.ts";
+import type { Logger } from "../../core/log.ts";
+import { backoffMs } from "../../core/retry.ts";
+import type { CoordinatorRecord } from "./coordinator_record.ts";
+import { type MemberStream, MESH_CHANNEL_OPTIONS, MeshClient } from "./mesh_service.ts";
+import { clientCredentials, type NodeTls } from "./node_tls.ts";
+
+/** Options of `MeshMember`. */
+export interface MeshMemberOptions {
+  nodeId: string;
+  nodeGroup: string;
+  /** The current node TLS identity (renewed by the caller). */
+  tls(): NodeTls;
+  /** Reads the coordinator record (undefined when there is none yet). */
+  coordinator(): Promise<CoordinatorRecord | undefined>;
+  /** Called with every newer snapshot. */
+  onSnapshot(snapshot: ClusterSnapshot): void;
+  /** Heartbeat interval of reports (default 5 s). */
+  heartbeatMs?: number;
+  /** Reconnect backoff cap (default 2 s: a new coordinator is found quickly). */
+  maxBackoffMs?: number;
+  log: Logger;
+}
+
+/** One agent's membership. */
+export class MeshMember {
+  readonly #o: MeshMemberOptions;
+  #endpoints: EndpointSet = {};
+  #seq = 0;
+  #snapshot?: ClusterSnapshot;
+  #stream?: MemberStream;
+  #client?: grpc.Client;
+  #stopped = true;
+  #failures = 0;
+  #timer?: ReturnType<typeof setTimeout>;
+  #heartbeat?: ReturnType<typeof setInterval>;
+  #connectedTo?: string;
+  #lastError?: string;
+  /** Reports this member sent (the scale test counts messages). */
+  reportsOut = 0;
+
+  constructor(options: MeshMemberOptions) {
+    this.#o = options;
+  }
+
+  /** The newest snapshot received. */
+  get snapshot(): ClusterSnapshot | undefined {
+    return this.#snapshot;
+  }
+
+  /** Where it is connected, and the last connection error. */
+  get state(): { connectedTo?: string; lastError?: string } {
+    return { connectedTo: this.#connectedTo, lastError: this.#lastError };
+  }
+
+  start(): void {
+    if (!this.#stopped) return;
+    this.#stopped = false;
+    this.#heartbeat = setInterval(() => this.#report(), this.#o.heartbeatMs ?? 5_000);
+    void this.#connect();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    clearInterval(this.#heartbeat);
+    this.#stream?.cancel();
+    this.#client?.close();
+  }
+
+  /** Sets this node's complete local endpoints; sent at once when they changed. */
+  setEndpoints(endpoints: EndpointSet): void {
+    if (JSON.stringify(endpoints) === JSON.stringify(this.#endpoints)) return;
+    this.#endpoints = endpoints;
+    this.#seq++;
+    this.#report();
+  }
+
+  #report(): void {
+    if (!this.#stream) return;
+    const report: NodeReport = {
+      nodeId: this.#o.nodeId,
+      nodeGroup: this.#o.nodeGroup,
+      seq: this.#seq,
+      endpoints: this.#endpoints,
+    };
+    try {
+      this.#stream.write(report);
+      this.reportsOut++;
+    } catch { /* the stream's error handler reconnects */ }
+  }
+
+  async #connect(): Promise<void> {
+    if (this.#stopped) return;
+    let record: CoordinatorRecord | undefined;
+    try {
+      record = await this.#o.coordinator();
+    } catch (err) {
+      this.#retry(`reading the coordinator record: ${(err as Error).message}`);
+      return;
+    }
+    if (!record) {
+      this.#retry("no coordinator yet");
+      return;
+    }
+    if (this.#stopped) return;
+    this.#client?.close();
+    const client = new MeshClient(record.endpoint, clientCredentials(this.#o.tls()), {
+      ...MESH_CHANNEL_OPTIONS,
+      // Peers are addressed by IP; the certificate names the node: verify that name.
+      "grpc.ssl_target_name_override": record.serverName,
+      "grpc.default_authority": record.serverName,
+    });
+    this.#client = client;
+    const stream = (client as unknown as {
+      exchange(): MemberStream;
+    }).exchange();
+    this.#stream = stream;
+    let ended = false;
+    const end = (why: string) => {
+      if (ended) return;
+      ended = true;
+      if (this.#stream === stream) {
+        this.#stream = undefined;
+        this.#connectedTo = undefined;
+      }
+      this.#retry(why);
+    };
+    stream.on("data", (raw: unknown) => {
+      let s: ClusterSnapshot;
+      try {
+        s = parseClusterSnapshot(raw);
+      } catch (err) {
+        this.#o.log.warn("mesh snapshot refused", { error: (err as Error).message });
+        stream.cancel();
+        return;
+      }
+      this.#failures = 0;
+      this.#connectedTo = record!.nodeId;
+      this.#lastError = undefined;
+      if (!this.#snapshot || compareSnapshots(s, this.#snapshot) > 0) {
+        this.#snapshot = s;
+        this.#o.onSnapshot(s);
+      }
+    });
+    stream.on("error", (err: Error) => end(err.message));
+    stream.on("end", () => end("coordinator ended the stream"));
+    this.#report();
+  }
+
+  #retry(why: string): void {
+    if (this.#stopped) return;
+    this.#lastError = why;
+    this.#failures++;
+    const delay = Math.max(
+      50,
+      backoffMs({ attempts: 0, baseMs: 100, maxMs: this.#o.maxBackoffMs ?? 2_000 }, this.#failures),
+    );
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => void this.#connect(), delay);
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * One agent's part of the endpoint mesh (spec §7.9): a TLS 1.3 mutual-auth gRPC server (cluster-CA
+ * node certificate), a contender for the coordinator lease (`dns/coordinator-lease.json`, the
+ * bucket lease of core/bucket_lease.ts), the coordinator while it holds that lease, and a member
+ * that streams to whichever agent the bucket names as coordinator (itself included).
+ */
+
+import * as grpc from "@grpc/grpc-js";
+import { BucketLease } from "../../core/bucket_lease.ts";
+import { MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
+import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
+import type { Logger } from "../../core/log.ts";
+import type { ObjectStore } from "../../core/object_store.ts";
+import { Coordinator } from "./coordinator.ts";
+import { readCoordinatorRecord, writeCoordinatorRecord } from "./coordinator_record.ts";
+import { MeshMember } from "./member.ts";
+import { type CoordinatorStream, MESH_CHANNEL_OPTIONS, MESH_SERVICE } from "./mesh_service.ts";
+import {
+  type ClusterCa,
+  issueNodeTls,
+  nodeServerName,
+  type NodeTls,
+  peerNodeId,
+  serverCredentials,
+} from "./node_tls.ts";
+
+/** Options of `MeshNode`. */
+export interface MeshNodeOptions {
+  store: ObjectStore;
+  cluster: string;
+  nodeGroup: string;
+  nodeId: string;
+  ca: ClusterCa;
+  /** Address the server binds, e.g. `[::]:7443` or `127.0.0.1:0`. */
+  listen: string;
+  /** Host peers reach it at (its node address); the bound port is appended. */
+  advertiseHost: string;
+  /** Coordinator lease duration (default 15 s). */
+  leaseMs?: number;
+  /** Member heartbeat (default 5 s). */
+  heartbeatMs?: number;
+  /** How long a disconnected member's endpoints stay (default 10 s). */
+  graceMs?: number;
+  onSnapshot(snapshot: ClusterSnapshot): void;
+  log: Logger;
+}
+
+/** The agent's mesh: server, election, coordinator, member. */
+export class MeshNode {
+  readonly #o: MeshNodeOptions;
+  readonly member: MeshMember;
+  readonly #lease: BucketLease;
+  #tls?: NodeTls;
+  #server?: grpc.Server;
+  #port = 0;
+  #coordinator?: Coordinator;
+  #timer?: ReturnType<typeof setTimeout>;
+  #stopped = true;
+
+  constructor(options: MeshNodeOptions) {
+    this.#o = options;
+    this.#lease = new BucketLease({
+      store: options.store,
+      key: MESH_COORDINATOR_LEASE,
+      holder: options.nodeId,
+      durationMs: options.leaseMs ?? 15_000,
+    });
+    this.member = new MeshMember({
+      nodeId: options.nodeId,
+      nodeGroup: options.nodeGroup,
+      tls: () => this.#tls!,
+      coordinator: () => readCoordinatorRecord(options.store),
+      onSnapshot: options.onSnapshot,
+      heartbeatMs: options.heartbeatMs,
+      log: options.log,
+    });
+  }
+
+  /** The coordinator, while this node is it. */
+  get coordinator(): Coordinator | undefined {
+    return this.#coordinator;
+  }
+
+  /** The bound port. */
+  get port(): number {
+    return this.#port;
+  }
+
+  /** Issues the node certificate, binds the server, starts the election and the member. */
+  async start(): Promise<void> {
+    this.#stopped = false;
+    this.#tls = await issueNodeTls({
+      ca: this.#o.ca,
+      cluster: this.#o.cluster,
+      nodeGroup: this.#o.nodeGroup,
+      nodeId: this.#o.nodeId,
+    });
+    await this.#bind();
+    this.member.start();
+    void this.#elect();
+  }
+
+  /** Leaves the mesh: member, coordinator, lease (released), server. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.member.stop();
+    this.#coordinator?.stop();
+    this.#coordinator = undefined;
+    await this.#lease.release().catch(() => false);
+    this.#server?.forceShutdown();
+  }
+
+  /** Stops without releasing the lease or saying goodbye (a crash, for tests). */
+  crash(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.member.stop();
+    this.#coordinator?.stop();
+    this.#coordinator = undefined;
+    this.#server?.forceShutdown();
+  }
+
+  async #bind(): Promise<void> {
+    const server = new grpc.Server(MESH_CHANNEL_OPTIONS);
+    server.addService(MESH_SERVICE, {
+      exchange: (call: CoordinatorStream) => {
+        const peer = peerNodeId(call.getAuthContext()?.sslPeerCertificate, this.#o.cluster);
+        if (!peer) {
+          call.destroy(new Error("no cluster node certificate"));
+          return;
+        }
+        if (!this.#coordinator || !this.#lease.holds()) {
+          call.destroy(new Error("not the coordinator"));
+          return;
+        }
+        this.#coordinator.accept(call, peer);
+      },
+    });
+    this.#port = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(this.#o.listen, serverCredentials(this.#tls!), (err, port) => {
+        if (err) reject(err);
+        else resolve(port);
+      });
+    });
+    this.#server = server;
+  }
+
+  /** One election step per third of the lease; becomes or stops being the coordinator. */
+  async #elect(): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      const step = await this.#lease.step();
+      if (step.leader && (!this.#coordinator || this.#coordinatorTerm !== step.term)) {
+        this.#coordinator?.stop();
+        this.#coordinator = new Coordinator({
+          term: step.term!,
+          graceMs: this.#o.graceMs,
+          log: this.#o.log,
+        });
+        this.#coordinatorTerm = step.term!;
+        const host = this.#o.advertiseHost.includes(":")
+          ? `[${this.#o.advertiseHost}]`
+          : this.#o.advertiseHost;
+        await writeCoordinatorRecord(this.#o.store, {
+          nodeId: this.#o.nodeId,
+          term: step.term!,
+          endpoint: `${host}:${this.#port}`,
+          serverName: nodeServerName(this.#o.cluster, this.#o.nodeId),
+        });
+        this.#o.log.info("mesh coordinator", { term: step.term });
+      } else if (!step.leader && this.#coordinator) {
+        this.#coordinator.stop();
+        this.#coordinator = undefined;
+        this.#o.log.info("mesh coordinator lease lost", {});
+      }
+    } catch (err) {
+      this.#o.log.warn("mesh election step failed", { error: (err as Error).message });
+    }
+    if (this.#stopped) return;
+    const every = Math.max(50, Math.floor((this.#o.leaseMs ?? 15_000) / 3));
+    this.#timer = setTimeout(() => void this.#elect(), every);
+  }
+
+  #coordinatorTerm?: number;
+}

@@ -1,0 +1,50 @@
+/**
+ * The mesh's gRPC service, declared by hand (spec §7.9): `podmin.mesh.v1.Mesh/Exchange`, a
+ * bidirectional stream. A member sends `NodeReport`s (its complete local endpoints, on every change
+ * and as a heartbeat); the coordinator sends `ClusterSnapshot`s (complete, versioned) on every
+ * change and once when the member joins. Messages are JSON documents; both sides validate them.
+ */
+
+import { Buffer } from "node:buffer";
+import * as grpc from "@grpc/grpc-js";
+import type { ClusterSnapshot, NodeReport } from "../../core/endpoint_snapshot.ts";
+
+/** Largest accepted message (a snapshot of 10,000 Services fits well below). */
+export const MESH_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+const json = {
+  serialize: (value: unknown) => Buffer.from(JSON.stringify(value)),
+  deserialize: (bytes: Buffer) => JSON.parse(bytes.toString("utf-8")) as unknown,
+};
+
+/** The service definition (grpc-js form). */
+export const MESH_SERVICE = {
+  exchange: {
+    path: "/podmin.mesh.v1.Mesh/Exchange",
+    requestStream: true,
+    responseStream: true,
+    requestSerialize: json.serialize,
+    requestDeserialize: json.deserialize,
+    responseSerialize: json.serialize,
+    responseDeserialize: json.deserialize,
+    originalName: "exchange",
+  },
+} satisfies grpc.ServiceDefinition;
+
+/** The stream a member holds: reports out, snapshots in. */
+export type MemberStream = grpc.ClientDuplexStream<NodeReport, unknown>;
+
+/** The stream the coordinator holds: reports in, snapshots out. */
+export type CoordinatorStream = grpc.ServerDuplexStream<unknown, ClusterSnapshot>;
+
+/** The client class of the service. */
+export const MeshClient = grpc.makeGenericClientConstructor(MESH_SERVICE, "Mesh");
+
+/** Channel options of every mesh client and server: keepalives (half-open streams end), sizes. */
+export const MESH_CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  "grpc.keepalive_time_ms": 10_000,
+  "grpc.keepalive_timeout_ms": 5_000,
+  "grpc.keepalive_permit_without_calls": 1,
+  "grpc.max_receive_message_length": MESH_MAX_MESSAGE_BYTES,
+  "grpc.max_send_message_length": MESH_MAX_MESSAGE_BYTES,
+};
