@@ -23,6 +23,8 @@ import { AwsValueProvider } from "./secrets/value_provider.ts";
 import { type CaKeySource, fileCaKey, ssmCaKey } from "./identity/ca_key.ts";
 import { PodCertificates } from "./identity/pod_certificates.ts";
 import { NodeRecordWriter } from "./node_record_writer.ts";
+import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
+import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
 import { HEARTBEAT_MS } from "../core/node_record.ts";
 import { CaView } from "./identity/ca_view.ts";
 import { TelemetryIdentity, type TelemetryStatus } from "./identity/telemetry.ts";
@@ -90,6 +92,8 @@ Flags:
                             half-life; Fluent Bit restarted after each swap)
   --otel-ca URL             keep the OTLP server CA bundle s3://BUCKET/KEY in
                             <telemetry-dir>/otel-ca (last good kept on failures)
+  --dns-dir DIR             write the cluster zone (<svc>.<ns>.svc.cluster.local AAAA
+                            the Service VIP) here for CoreDNS's file plugin; off by default
   --fluent-bit-unit UNIT    systemd unit restarted after a swap (default
                             ${DEFAULTS.fluentBitUnit})
   --workload-ca-publish URL publish every retained workload CA certificate as PEM to
@@ -130,6 +134,7 @@ Example:
     "fluent-bit-identity": { type: "boolean", default: false },
     "otel-ca": { type: "string" },
     "fluent-bit-unit": { type: "string", default: DEFAULTS.fluentBitUnit },
+    "dns-dir": { type: "string" },
     "identity-interval": { type: "string", default: IDENTITY_DEFAULTS.interval },
     "identity-lease": { type: "string", default: IDENTITY_DEFAULTS.lease },
     "workload-ca-lifetime": { type: "string", default: IDENTITY_DEFAULTS.caLifetime },
@@ -229,6 +234,24 @@ Example:
       recordLoop,
     ];
     if (identity) loops.push(identity.loop);
+    if (f.dnsDir) {
+      const dns = new DnsPublisher({
+        services: new ServicesView({ store, intervalMs: 0 }), // conditional GET every pass
+        dir: f.dnsDir,
+        domain: DEFAULT_CLUSTER_DOMAIN,
+        log,
+      });
+      loops.push(
+        new Loop<DnsStatus>({
+          name: "dns",
+          intervalMs,
+          maxBackoffMs: MAX_BACKOFF_MS,
+          log,
+          pass: async () => ({ status: await dns.pass() }),
+          status: (status) => writeJsonStatus(path.join(stateDir, "dns.json"), status),
+        }),
+      );
+    }
     if (telemetry) {
       loops.push(
         new Loop<TelemetryStatus>({
@@ -300,6 +323,7 @@ function runFlags(ctx: CommandContext) {
     fluentBitIdentity: booleanFlag(ctx, "fluent-bit-identity"),
     otelCa: optionalS3ObjectUrl(ctx, "otel-ca"),
     fluentBitUnit: stringFlag(ctx, "fluent-bit-unit") ?? DEFAULTS.fluentBitUnit,
+    dnsDir: stringFlag(ctx, "dns-dir"),
     ipv6Prefix,
     identity: identityFlags(ctx),
     intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),

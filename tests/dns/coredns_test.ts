@@ -15,6 +15,7 @@ import { silentLogger } from "../../core/log.ts";
 import { parseResource, type Resource } from "../../core/resources.ts";
 import { runGenerator } from "../../vmconfig/node_files.ts";
 import { freePort } from "../support/moto.ts";
+import { nodeAgentArgs, spawnAgent, waitFor } from "../support/programs.ts";
 import { testWith } from "../support/requirements.ts";
 
 const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
@@ -159,3 +160,38 @@ testWith(
     }
   },
 );
+
+Deno.test("podmin-agent run --dns-dir keeps the zone file of the cluster's Services", async () => {
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-dns-agent-" });
+  try {
+    const bucketDir = path.join(tmp, "bucket");
+    await createFsBucket(bucketDir);
+    const store = new FsStore({ root: bucketDir });
+    await applyResources({ store, resources: [service("web", [{ name: "http", port: 80 }])] });
+    const agent = spawnAgent([
+      ...nodeAgentArgs({ bucket: `file://${bucketDir}`, nodeGroup: "workers", base: tmp }),
+      "--registry-listen",
+      "off",
+      "--interval",
+      "200ms",
+      "--dns-dir",
+      path.join(tmp, "dns"),
+    ]);
+    try {
+      const zone = path.join(tmp, "dns", "cluster.local.db");
+      const read = () => Deno.readTextFile(zone).catch(() => "");
+      await waitFor(
+        "the zone with web",
+        async () => /^web\.shop\.svc IN AAAA /m.test(await read()),
+      );
+      await deleteResource({ store, kind: "Service", namespace: "shop", name: "web" });
+      await waitFor("the zone without web", async () => !/web\.shop\.svc/.test(await read()));
+    } finally {
+      agent.kill("SIGTERM");
+      await agent.status;
+      await agent.stderr.cancel().catch(() => {});
+    }
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
