@@ -23,6 +23,10 @@ import { AwsValueProvider } from "./secrets/value_provider.ts";
 import { type CaKeySource, fileCaKey, ssmCaKey } from "./identity/ca_key.ts";
 import { PodCertificates } from "./identity/pod_certificates.ts";
 import { NodeRecordWriter } from "./node_record_writer.ts";
+import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
+import { type ClusterCa, parseClusterCa } from "./mesh/node_tls.ts";
+import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
+import { clusterCaName } from "../core/provider_names.ts";
 import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
 import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
 import { HEARTBEAT_MS } from "../core/node_record.ts";
@@ -92,6 +96,13 @@ Flags:
                             half-life; Fluent Bit restarted after each swap)
   --otel-ca URL             keep the OTLP server CA bundle s3://BUCKET/KEY in
                             <telemetry-dir>/otel-ca (last good kept on failures)
+  --mesh-listen ADDR        join the endpoint mesh: serve it on ADDR (e.g. [::]:7443), watch
+                            kubelet's Pods API, report this node's ready endpoints and keep
+                            the cluster snapshot in <state-dir>/mesh.json; off by default
+  --mesh-advertise HOST     the address peers reach this node at (default --node-address)
+  --cluster-ca SOURCE       the cluster CA of mesh certificates: "ssm" (default,
+                            /<cluster>/_system/cluster-ca) or "file:PATH" (PEM on tmpfs)
+  --pods-api-socket PATH    kubelet's Pods API (default ${PODS_API_SOCKET})
   --dns-dir DIR             write the cluster zone (<svc>.<ns>.svc.cluster.local AAAA
                             the Service VIP) here for CoreDNS's file plugin; off by default
   --fluent-bit-unit UNIT    systemd unit restarted after a swap (default
@@ -135,6 +146,10 @@ Example:
     "otel-ca": { type: "string" },
     "fluent-bit-unit": { type: "string", default: DEFAULTS.fluentBitUnit },
     "dns-dir": { type: "string" },
+    "mesh-listen": { type: "string" },
+    "mesh-advertise": { type: "string" },
+    "cluster-ca": { type: "string", default: "ssm" },
+    "pods-api-socket": { type: "string", default: PODS_API_SOCKET },
     "identity-interval": { type: "string", default: IDENTITY_DEFAULTS.interval },
     "identity-lease": { type: "string", default: IDENTITY_DEFAULTS.lease },
     "workload-ca-lifetime": { type: "string", default: IDENTITY_DEFAULTS.caLifetime },
@@ -266,8 +281,29 @@ Example:
     }
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
     for (const loop of loops) loop.start();
+    const mesh = f.meshListen
+      ? new DiscoveryMesh({
+        store,
+        cluster,
+        nodeGroup,
+        nodeId: f.nodeId,
+        loadCa: () => loadClusterCa({ flag: f.clusterCa, provider, cluster }),
+        listen: f.meshListen,
+        advertiseHost: f.meshAdvertise ?? f.nodeAddress ?? "127.0.0.1",
+        podsApiSocket: f.podsApiSocket,
+        services: new ServicesView({ store, intervalMs: 0 }),
+        servicesIntervalMs: intervalMs,
+        stateDir,
+        log,
+      })
+      : undefined;
+    // The mesh is optional: a node whose mesh cannot start still runs its Pods.
+    await mesh?.start().catch((err) =>
+      log.error("mesh not started", { error: (err as Error).message })
+    );
     await stopSignal();
     abort.abort();
+    await mesh?.stop();
     await Promise.all(loops.map((loop) => loop.stop()));
     await identity?.release();
     // A clean shutdown removes the node's record; a crash leaves it to go stale.
@@ -324,6 +360,10 @@ function runFlags(ctx: CommandContext) {
     otelCa: optionalS3ObjectUrl(ctx, "otel-ca"),
     fluentBitUnit: stringFlag(ctx, "fluent-bit-unit") ?? DEFAULTS.fluentBitUnit,
     dnsDir: stringFlag(ctx, "dns-dir"),
+    meshListen: stringFlag(ctx, "mesh-listen"),
+    meshAdvertise: stringFlag(ctx, "mesh-advertise"),
+    clusterCa: parseCaKeyFlag(stringFlag(ctx, "cluster-ca") ?? "ssm", "--cluster-ca"),
+    podsApiSocket: stringFlag(ctx, "pods-api-socket") ?? PODS_API_SOCKET,
     ipv6Prefix,
     identity: identityFlags(ctx),
     intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
@@ -368,16 +408,30 @@ function identityFlags(ctx: CommandContext) {
   };
 }
 
+/** The cluster CA of `--cluster-ca` (certificate and key), in memory. */
+async function loadClusterCa(options: {
+  flag: CaKeyFlag;
+  provider: AwsValueProvider;
+  cluster: string;
+}): Promise<ClusterCa> {
+  const { flag } = options;
+  if (flag.kind === "off") throw new UsageError("--cluster-ca off: the mesh needs the cluster CA");
+  const pem = flag.kind === "file"
+    ? await Deno.readTextFile(flag.path)
+    : new TextDecoder().decode(await options.provider.fetch("ssm", clusterCaName(options.cluster)));
+  return await parseClusterCa(pem);
+}
+
 /** `--workload-ca-key`: where the workload CA key comes from. */
 export type CaKeyFlag = { kind: "ssm" } | { kind: "file"; path: string } | { kind: "off" };
 
-function parseCaKeyFlag(value: string): CaKeyFlag {
+function parseCaKeyFlag(value: string, flag = "--workload-ca-key"): CaKeyFlag {
   if (value === "ssm" || value === "off") return { kind: value };
   if (value.startsWith("file:") && value.length > 5 && value.slice(5).startsWith("/")) {
     return { kind: "file", path: value.slice(5) };
   }
-  throw new UsageError(`--workload-ca-key ${JSON.stringify(value)} is not a key source`, {
-    hint: 'use "ssm", "file:/run/…/workload-ca-key.pem" (absolute path) or "off"',
+  throw new UsageError(`${flag} ${JSON.stringify(value)} is not a key source`, {
+    hint: 'use "ssm", "file:/run/…/<name>.pem" (an absolute path on tmpfs) or "off"',
   });
 }
 

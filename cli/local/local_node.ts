@@ -17,6 +17,7 @@
 import * as path from "node:path";
 import { IDENTITY_WRITES, imageTagKey, parseImageRepository } from "../../core/bucket_layout.ts";
 import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
+import { newCaPem } from "../setup/cluster_cas.ts";
 import { PodminError } from "../../core/errors.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { createBucket, openStore } from "../../core/store_url.ts";
@@ -303,6 +304,8 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
 
 /** The local workload CA key as the agent sees it (the node's /run/podmin is a tmpfs). */
 const LOCAL_CA_KEY = "/run/podmin/identity/workload-ca-key.pem";
+/** The local cluster CA (certificate and key: the mesh's node certificates), on the tmpfs too. */
+const LOCAL_CLUSTER_CA = "/run/podmin/identity/cluster-ca.pem";
 
 /**
  * The local node's workload CA key: a cloud cluster keeps it in Parameter Store; a local node keeps
@@ -313,6 +316,13 @@ const LOCAL_CA_KEY = "/run/podmin/identity/workload-ca-key.pem";
 async function ensureLocalCaKey(
   o: { runPodmin: string; store: ObjectStore; log: (line: string) => void },
 ): Promise<void> {
+  const clusterCa = path.join(o.runPodmin, LOCAL_CLUSTER_CA.slice("/run/podmin/".length));
+  if (!await exists(clusterCa)) {
+    await Deno.mkdir(path.dirname(clusterCa), { recursive: true, mode: 0o700 });
+    const ca = await newCaPem("podmin local cluster CA");
+    await Deno.writeTextFile(`${clusterCa}.tmp`, `${ca.certPem}${ca.keyPem}`, { mode: 0o600 });
+    await Deno.rename(`${clusterCa}.tmp`, clusterCa);
+  }
   const file = path.join(o.runPodmin, LOCAL_CA_KEY.slice("/run/podmin/".length));
   if (await exists(file)) return;
   await Deno.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
@@ -347,6 +357,9 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
         "--secrets-dir=/run/podmin/secrets",
         "--tls-dir=/run/podmin/tls",
         `--workload-ca-key=file:${LOCAL_CA_KEY}`,
+        `--cluster-ca=file:${LOCAL_CLUSTER_CA}`,
+        "--mesh-listen=127.0.0.1:0",
+        "--mesh-advertise=127.0.0.1",
         `--node-id=${LOCAL_DEFAULTS.nodeName}`,
         "--state-dir=/run/podmin/agent",
         `--registry-listen=127.0.0.1:${state.registryPort}`,

@@ -280,11 +280,26 @@ spec:
     - key: token
       from: secretsmanager
   template:
+    metadata:
+      labels:
+        app: hello
     spec:
       containers:
         - name: hello
           image: ${REGISTRY_HOSTNAME}/apps/hello:1.0
           command: ["/hello"]
+---
+apiVersion: podmin.dev/v1
+kind: Service
+metadata:
+  name: hello
+spec:
+  selector:
+    app: hello
+  ports:
+    - name: http
+      port: 80
+      targetPort: 8080
 `,
           );
           const applied = await podmin(
@@ -385,6 +400,25 @@ spec:
           const onHost = await Deno.readTextFile(path.join(tls, "tls.crt"));
           assert.ok(seen.startsWith("-----BEGIN CERTIFICATE-----"), seen);
           assert.ok(onHost.startsWith(seen.trimEnd().slice(0, 200)), "the same certificate");
+        },
+      );
+
+      await t.step(
+        "discovery: the agent reports the Ready Pod behind its Service into the mesh snapshot",
+        async () => {
+          const pod = (await readyPod())!;
+          const status = path.join(stateDir, "node/run/podmin/agent/mesh.json");
+          let seen = "";
+          await waitFor("the Pod's address in the mesh snapshot", async () => {
+            seen = await Deno.readTextFile(status).catch(() => "");
+            const s = seen && JSON.parse(seen);
+            return !!s?.snapshot?.endpoints?.["default/hello"]?.includes(pod.ips![0]);
+          }, 60_000).catch((e) => {
+            throw new Error(`${e.message}\n${seen}`);
+          });
+          const s = JSON.parse(seen);
+          assert.equal(s.coordinator, true, "a single node coordinates itself");
+          assert.deepEqual(s.local, { "default/hello": [pod.ips![0]] });
         },
       );
 

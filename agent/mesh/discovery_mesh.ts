@@ -1,0 +1,132 @@
+/**
+ * Discovery feeding the endpoint mesh inside `podmin-agent run --mesh-listen` (spec §7.9): kubelet's
+ * Pods API (watched) and the cluster's Services (polled) give this node's ready endpoints, which
+ * the member reports; the newest cluster snapshot is written to `<state-dir>/mesh.json`.
+ */
+
+import * as path from "node:path";
+import type { ClusterSnapshot, EndpointSet } from "../../core/endpoint_snapshot.ts";
+import type { Logger } from "../../core/log.ts";
+import type { ObjectStore } from "../../core/object_store.ts";
+import { localEndpoints } from "../discovery/local_endpoints.ts";
+import { PodsWatch } from "../discovery/pods_api.ts";
+import type { ServicesView } from "../services_view.ts";
+import { MeshNode } from "./mesh_node.ts";
+import type { ClusterCa } from "./node_tls.ts";
+
+/** Options of `DiscoveryMesh`. */
+export interface DiscoveryMeshOptions {
+  store: ObjectStore;
+  cluster: string;
+  nodeGroup: string;
+  nodeId: string;
+  /** Loads the cluster CA (certificate and key) into memory. */
+  loadCa(): Promise<ClusterCa>;
+  listen: string;
+  advertiseHost: string;
+  podsApiSocket?: string;
+  services: ServicesView;
+  /** How often the Services are re-read (conditional GET). */
+  servicesIntervalMs: number;
+  stateDir: string;
+  log: Logger;
+}
+
+/** What `<state-dir>/mesh.json` holds. */
+export interface MeshStatus {
+  nodeId: string;
+  coordinator: boolean;
+  connectedTo?: string;
+  lastError?: string;
+  podsApi: { synced: boolean; pods: number; error?: string };
+  local: EndpointSet;
+  snapshot?: { term: number; version: number; nodes: number; endpoints: EndpointSet };
+  updatedAt: string;
+}
+
+/** Discovery and the mesh of one agent. */
+export class DiscoveryMesh {
+  readonly #o: DiscoveryMeshOptions;
+  #mesh?: MeshNode;
+  #watch?: PodsWatch;
+  #timer?: ReturnType<typeof setInterval>;
+  #local: EndpointSet = {};
+  #snapshot?: ClusterSnapshot;
+  #writing = Promise.resolve();
+
+  constructor(options: DiscoveryMeshOptions) {
+    this.#o = options;
+  }
+
+  /** Loads the cluster CA, starts the mesh, the Pods API watch and the Services refresh. */
+  async start(): Promise<void> {
+    const ca = await this.#o.loadCa();
+    this.#mesh = new MeshNode({
+      store: this.#o.store,
+      cluster: this.#o.cluster,
+      nodeGroup: this.#o.nodeGroup,
+      nodeId: this.#o.nodeId,
+      ca,
+      listen: this.#o.listen,
+      advertiseHost: this.#o.advertiseHost,
+      onSnapshot: (s) => {
+        this.#snapshot = s;
+        this.#o.log.info("mesh snapshot", { term: s.term, version: s.version, nodes: s.nodes });
+        this.#writeStatus();
+      },
+      log: this.#o.log,
+    });
+    await this.#mesh.start();
+    this.#watch = new PodsWatch({
+      socket: this.#o.podsApiSocket,
+      onChange: () => this.#update(),
+      log: this.#o.log,
+    });
+    this.#watch.start();
+    const refresh = async () => {
+      const error = await this.#o.services.refresh(Date.now());
+      if (error) this.#o.log.warn("services not refreshed", { error });
+      this.#update();
+    };
+    this.#timer = setInterval(() => void refresh(), this.#o.servicesIntervalMs);
+    await refresh();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#watch?.stop();
+    await this.#mesh?.stop();
+    await this.#writing;
+  }
+
+  /** Reports this node's endpoints once kubelet's view is complete. */
+  #update(): void {
+    const view = this.#watch?.view();
+    if (!view?.synced || !this.#mesh) {
+      this.#writeStatus();
+      return;
+    }
+    this.#local = localEndpoints(view.pods, this.#o.services.services());
+    this.#mesh.member.setEndpoints(this.#local);
+    this.#writeStatus();
+  }
+
+  #writeStatus(): void {
+    const view = this.#watch?.view();
+    const status: MeshStatus = {
+      nodeId: this.#o.nodeId,
+      coordinator: !!this.#mesh?.coordinator,
+      ...this.#mesh?.member.state,
+      podsApi: { synced: !!view?.synced, pods: view?.pods.length ?? 0, error: view?.error },
+      local: this.#local,
+      snapshot: this.#snapshot,
+      updatedAt: new Date().toISOString(),
+    };
+    const file = path.join(this.#o.stateDir, "mesh.json");
+    this.#writing = this.#writing.then(async () => {
+      await Deno.mkdir(this.#o.stateDir, { recursive: true });
+      await Deno.writeTextFile(`${file}.tmp`, JSON.stringify(status, null, 2) + "\n");
+      await Deno.rename(`${file}.tmp`, file);
+    }).catch((err) => this.#o.log.warn("cannot write mesh status", { error: err.message }));
+  }
+}
