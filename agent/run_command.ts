@@ -1,54 +1,30 @@
 /** `podmin-agent run` and `podmin-agent status`. */
 
-import {
-  booleanFlag,
-  bucketUrl,
-  type Command,
-  type CommandContext,
-  requireString,
-  stringFlag,
-} from "../core/cli_kit.ts";
-import { parseDuration } from "../core/duration.ts";
-import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../core/ipv6.ts";
-import { UsageError } from "../core/errors.ts";
+import { bucketUrl, type Command, type CommandContext, stringFlag } from "../core/cli_kit.ts";
 import { createLogger, type Logger } from "../core/log.ts";
-import { checkClusterId, checkNodeGroup, checkNodeId } from "../core/names.ts";
 import type { ObjectStore } from "../core/object_store.ts";
-import { defaultRegion, openStore } from "../core/store_url.ts";
+import { openStore } from "../core/store_url.ts";
 import { DeploymentsLoop } from "./deployments/deployments_loop.ts";
 import { SecretsSync } from "./secrets/secrets_sync.ts";
 import { Loop } from "./loop.ts";
 import { type AgentStatus, readStatus, writeStatus } from "./deployments/status.ts";
 import { AwsValueProvider } from "./secrets/value_provider.ts";
-import { type CaKeySource, fileCaKey, ssmCaKey } from "./identity/ca_key.ts";
 import { PodCertificates } from "./identity/pod_certificates.ts";
 import { NodeRecordWriter } from "./node_record_writer.ts";
 import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
-import { type ClusterCa, parseClusterCa } from "./mesh/node_tls.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
-import { clusterCaName } from "../core/provider_names.ts";
 import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
 import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
 import { HEARTBEAT_MS } from "../core/node_record.ts";
 import { CaView } from "./identity/ca_view.ts";
-import { TelemetryIdentity, type TelemetryStatus } from "./identity/telemetry.ts";
+import { type TelemetryStatus } from "./identity/telemetry.ts";
 import * as path from "node:path";
 import { REGISTRY_LISTEN } from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
 import { parseListen, serveRegistry } from "../registry/server.ts";
 import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity/identity_loop.ts";
-
-/** Default locations on a node. */
-export const DEFAULTS = {
-  manifestDir: "/etc/podmin/manifests",
-  secretsDir: "/run/podmin/secrets",
-  tlsDir: "/run/podmin/tls",
-  telemetryDir: "/run/podmin/telemetry",
-  fluentBitUnit: "podmin-fluent-bit.service",
-  stateDir: "/run/podmin/agent",
-  interval: "2s",
-  secretsInterval: "60s",
-} as const;
+import { DEFAULTS, runFlags } from "./run_flags.ts";
+import { caKeySource, loadClusterCa, telemetryIdentity, writeJsonStatus } from "./run_parts.ts";
 
 const MAX_BACKOFF_MS = 30_000;
 /** How often the CA state is re-read (spec §8.5: the trust window covers it). */
@@ -205,7 +181,14 @@ Example:
     if (f.registryListen !== "off") {
       hostRegistry({ store, listen: f.registryListen, signal: abort.signal, log });
     }
-    const telemetry = telemetryIdentity({ f, ca, region, log });
+    const telemetry = telemetryIdentity({
+      f,
+      ca,
+      region,
+      log,
+      retry: AGENT_RETRY,
+      intervalMs: TELEMETRY_INTERVAL_MS,
+    });
     let converged = false;
     let lastGeneration: number | undefined;
     const record = new NodeRecordWriter({
@@ -314,210 +297,6 @@ Example:
     return 0;
   },
 };
-
-/** The flags of `run`, typed and checked. */
-function runFlags(ctx: CommandContext) {
-  const cluster = checkClusterId(
-    requireString(ctx, "cluster", "the cluster id, e.g. --cluster prod"),
-  );
-  const nodeGroup = checkNodeGroup(requireString(ctx, "nodegroup", "e.g. --nodegroup workers"));
-  const provider = stringFlag(ctx, "provider") ?? "aws";
-  if (provider !== "aws") {
-    throw new UsageError(`unsupported provider ${JSON.stringify(provider)}`, {
-      hint: "use --provider aws",
-    });
-  }
-  const secretsInterval = stringFlag(ctx, "secrets-interval") ?? DEFAULTS.secretsInterval;
-  const registryListen = stringFlag(ctx, "registry-listen") ?? REGISTRY_LISTEN;
-  // Checked here, so a refused address fails the command instead of being only logged.
-  if (registryListen !== "off") {
-    parseListen(registryListen, {
-      allowNonLoopback: booleanFlag(ctx, "registry-allow-non-loopback"),
-      flag: "--registry-listen",
-      allowFlag: "--registry-allow-non-loopback",
-    });
-  }
-  // The delegated Pod prefix (the dataplane's input): refused when it is not an IPv6 prefix.
-  const ipv6Prefix = stringFlag(ctx, "ipv6-prefix");
-  if (ipv6Prefix !== undefined) {
-    try {
-      parseIpv6Prefix(ipv6Prefix);
-    } catch (err) {
-      throw new UsageError(`--ipv6-prefix: ${(err as Error).message}`, {
-        hint: "the node's delegated Pod prefix, e.g. --ipv6-prefix 2600:1f18:4b2:aa00:1234::/80",
-      });
-    }
-  }
-  return {
-    cluster,
-    nodeGroup,
-    nodeId: checkNodeId(stringFlag(ctx, "node-id") ?? defaultNodeId()),
-    nodeAddress: optionalIpv6(stringFlag(ctx, "node-address")),
-    workloadCaKey: parseCaKeyFlag(stringFlag(ctx, "workload-ca-key") ?? "ssm"),
-    workloadCaPublish: optionalS3ObjectUrl(ctx, "workload-ca-publish"),
-    telemetryDir: stringFlag(ctx, "telemetry-dir") ?? DEFAULTS.telemetryDir,
-    fluentBitIdentity: booleanFlag(ctx, "fluent-bit-identity"),
-    otelCa: optionalS3ObjectUrl(ctx, "otel-ca"),
-    fluentBitUnit: stringFlag(ctx, "fluent-bit-unit") ?? DEFAULTS.fluentBitUnit,
-    dnsDir: stringFlag(ctx, "dns-dir"),
-    meshListen: stringFlag(ctx, "mesh-listen"),
-    meshAdvertise: stringFlag(ctx, "mesh-advertise"),
-    clusterCa: parseCaKeyFlag(stringFlag(ctx, "cluster-ca") ?? "ssm", "--cluster-ca"),
-    podsApiSocket: stringFlag(ctx, "pods-api-socket") ?? PODS_API_SOCKET,
-    ipv6Prefix,
-    identity: identityFlags(ctx),
-    intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
-    region: stringFlag(ctx, "region") ?? defaultRegion(),
-    manifestDir: stringFlag(ctx, "manifest-dir") ?? DEFAULTS.manifestDir,
-    secretsDir: stringFlag(ctx, "secrets-dir") ?? DEFAULTS.secretsDir,
-    tlsDir: stringFlag(ctx, "tls-dir") ?? DEFAULTS.tlsDir,
-    stateDir: stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir,
-    secretsIntervalMs: parseDuration(secretsInterval, "--secrets-interval"),
-    once: booleanFlag(ctx, "once"),
-    registryListen,
-  };
-}
-
-/** An optional IPv6 address flag, canonical. */
-function optionalIpv6(value: string | undefined): string | undefined {
-  if (value === undefined || value === "") return undefined;
-  try {
-    return formatIpv6(parseIpv6(value));
-  } catch (err) {
-    throw new UsageError(`--node-address: ${(err as Error).message}`, {
-      hint: "the node's IPv6 address, e.g. --node-address 2600:1f18:4b2:aa00::10",
-    });
-  }
-}
-
-/** The host name as a node id (lowercase, first label). */
-function defaultNodeId(): string {
-  return Deno.hostname().toLowerCase().split(".")[0];
-}
-
-/** The durations of the identity-ca loop. */
-function identityFlags(ctx: CommandContext) {
-  const d = (flag: string, fallback: string) =>
-    parseDuration(stringFlag(ctx, flag) ?? fallback, `--${flag}`);
-  return {
-    intervalMs: d("identity-interval", IDENTITY_DEFAULTS.interval),
-    leaseMs: d("identity-lease", IDENTITY_DEFAULTS.lease),
-    caLifetimeMs: d("workload-ca-lifetime", IDENTITY_DEFAULTS.caLifetime),
-    trustWindowMs: d("workload-ca-trust-window", IDENTITY_DEFAULTS.trustWindow),
-    clockSkewMs: d("clock-skew", IDENTITY_DEFAULTS.clockSkew),
-  };
-}
-
-/** The cluster CA of `--cluster-ca` (certificate and key), in memory. */
-async function loadClusterCa(options: {
-  flag: CaKeyFlag;
-  provider: AwsValueProvider;
-  cluster: string;
-}): Promise<ClusterCa> {
-  const { flag } = options;
-  if (flag.kind === "off") throw new UsageError("--cluster-ca off: the mesh needs the cluster CA");
-  const pem = flag.kind === "file"
-    ? await Deno.readTextFile(flag.path)
-    : new TextDecoder().decode(await options.provider.fetch("ssm", clusterCaName(options.cluster)));
-  return await parseClusterCa(pem);
-}
-
-/** `--workload-ca-key`: where the workload CA key comes from. */
-export type CaKeyFlag = { kind: "ssm" } | { kind: "file"; path: string } | { kind: "off" };
-
-function parseCaKeyFlag(value: string, flag = "--workload-ca-key"): CaKeyFlag {
-  if (value === "ssm" || value === "off") return { kind: value };
-  if (value.startsWith("file:") && value.length > 5 && value.slice(5).startsWith("/")) {
-    return { kind: "file", path: value.slice(5) };
-  }
-  throw new UsageError(`${flag} ${JSON.stringify(value)} is not a key source`, {
-    hint: 'use "ssm", "file:/run/…/<name>.pem" (an absolute path on tmpfs) or "off"',
-  });
-}
-
-/** The Fluent Bit identity and OTel CA bundle keeper, when either is asked for. */
-function telemetryIdentity(options: {
-  f: ReturnType<typeof runFlags>;
-  ca?: CaView;
-  region: string;
-  log: Logger;
-}): TelemetryIdentity | undefined {
-  const { f, ca, region, log } = options;
-  if (!f.fluentBitIdentity && !f.otelCa) return undefined;
-  if (f.fluentBitIdentity && !ca) {
-    throw new UsageError("--fluent-bit-identity needs the workload CA key", {
-      hint: "drop --workload-ca-key off, or drop --fluent-bit-identity",
-    });
-  }
-  let otelCa: { store: ObjectStore; key: string; refreshMs: number } | undefined;
-  if (f.otelCa) {
-    const [, bucket, key] = /^s3:\/\/([^/]+)\/(.+)$/.exec(f.otelCa)!;
-    otelCa = {
-      store: openStore(`s3://${bucket}`, { region, retry: AGENT_RETRY }),
-      key,
-      refreshMs: TELEMETRY_INTERVAL_MS,
-    };
-  }
-  return new TelemetryIdentity({
-    cluster: f.cluster,
-    nodeGroup: f.nodeGroup,
-    nodeId: f.nodeId,
-    dir: f.telemetryDir,
-    ca: f.fluentBitIdentity ? ca : undefined,
-    otelCa,
-    restartFluentBit: () => systemctlRestart(f.fluentBitUnit),
-    log,
-  });
-}
-
-/** `systemctl restart UNIT`; throws with systemctl's message when it fails. */
-async function systemctlRestart(unit: string): Promise<void> {
-  const out = await new Deno.Command("systemctl", {
-    args: ["restart", unit],
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  if (out.code !== 0) {
-    throw new Error(
-      `systemctl restart ${unit} exited ${out.code}: ${
-        new TextDecoder().decode(out.stderr).trim()
-      }`,
-    );
-  }
-}
-
-/** Writes a JSON status file atomically. */
-async function writeJsonStatus(file: string, value: unknown): Promise<void> {
-  await Deno.mkdir(path.dirname(file), { recursive: true, mode: 0o755 });
-  await Deno.writeTextFile(`${file}.tmp`, JSON.stringify(value, null, 2) + "\n");
-  await Deno.rename(`${file}.tmp`, file);
-}
-
-/** The workload CA key source of `--workload-ca-key`, or undefined for "off". */
-function caKeySource(options: {
-  flag: CaKeyFlag;
-  provider: AwsValueProvider;
-  cluster: string;
-}): CaKeySource | undefined {
-  const { flag } = options;
-  if (flag.kind === "off") return undefined;
-  if (flag.kind === "file") return fileCaKey(flag.path);
-  return ssmCaKey({ provider: options.provider, cluster: options.cluster });
-}
-
-/** An optional exact `s3://BUCKET/KEY` flag. */
-function optionalS3ObjectUrl(ctx: CommandContext, flag: string): string | undefined {
-  const value = stringFlag(ctx, flag);
-  if (value === undefined) return undefined;
-  const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/(.+)$/.exec(value);
-  if (!m || m[2].endsWith("/")) {
-    throw new UsageError(`--${flag} ${JSON.stringify(value)} is not an exact s3://BUCKET/KEY`, {
-      hint: "name one object, e.g. s3://my-trust-bundles/podmin/prod.pem",
-    });
-  }
-  return value;
-}
 
 /** `--once`: one deployments pass, its status written; 0 when converged. */
 async function runOnce(options: {

@@ -33,6 +33,15 @@ export async function fetchValues(
   names: string[],
 ): Promise<Map<string, Uint8Array | Error>> {
   if (provider.fetchMany) return await provider.fetchMany(from, names);
+  return await fetchEach(provider, from, names);
+}
+
+/** One `fetch` per name, concurrently; each name maps to its value or its error. */
+async function fetchEach(
+  provider: ValueProvider,
+  from: SecretRef["from"],
+  names: string[],
+): Promise<Map<string, Uint8Array | Error>> {
   const out = new Map<string, Uint8Array | Error>();
   await Promise.all(names.map(async (name) => {
     try {
@@ -69,17 +78,8 @@ export class AwsValueProvider implements ValueProvider {
     from: SecretRef["from"],
     names: string[],
   ): Promise<Map<string, Uint8Array | Error>> {
+    if (from !== "ssm") return await fetchEach(this, from, names);
     const out = new Map<string, Uint8Array | Error>();
-    if (from !== "ssm") {
-      await Promise.all(names.map(async (name) => {
-        try {
-          out.set(name, await this.fetch(from, name));
-        } catch (err) {
-          out.set(name, err as Error);
-        }
-      }));
-      return out;
-    }
     const unique = [...new Set(names)];
     for (let i = 0; i < unique.length; i += SSM_BATCH) {
       const chunk = unique.slice(i, i + SSM_BATCH);
