@@ -29,6 +29,18 @@ export interface ClusterSnapshot {
   /** Nodes whose reports it merges. */
   nodes: number;
   endpoints: EndpointSet;
+  /**
+   * The coordinator's announcement of `deployments/index.json` (spec §7.9, change notification):
+   * its ETag as last read (absent: no index), so members GET the index only when it changed.
+   */
+  index?: IndexAnnouncement;
+}
+
+/** What the coordinator last read of `deployments/index.json`. */
+export interface IndexAnnouncement {
+  /** The object's ETag, or "" when the index is absent. */
+  etag: string;
+  generation?: number;
 }
 
 /** Bounds of untrusted messages. */
@@ -77,12 +89,25 @@ export function parseClusterSnapshot(value: unknown): ClusterSnapshot {
   for (const k of ["term", "version", "nodes"]) {
     if (!Number.isSafeInteger(v[k]) || (v[k] as number) < 0) throw bad("snapshot", k);
   }
-  return {
+  const snapshot: ClusterSnapshot = {
     term: v.term as number,
     version: v.version as number,
     nodes: v.nodes as number,
     endpoints: checkEndpoints(v.endpoints, "snapshot endpoints"),
   };
+  if (v.index !== undefined) {
+    const i = v.index as Record<string, unknown>;
+    if (!i || typeof i.etag !== "string" || i.etag.length > 256) throw bad("snapshot", "index");
+    if (
+      i.generation !== undefined &&
+      (!Number.isSafeInteger(i.generation) || (i.generation as number) < 0)
+    ) throw bad("snapshot", "index.generation");
+    snapshot.index = {
+      etag: i.etag,
+      ...(i.generation !== undefined ? { generation: i.generation as number } : {}),
+    };
+  }
+  return snapshot;
 }
 
 /** The union of the reports' endpoints, sorted (deterministic bytes for equal inputs). */

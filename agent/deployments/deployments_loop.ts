@@ -38,6 +38,11 @@ export interface DeploymentsLoopOptions {
   secretsDir: string;
   tlsDir: string;
   secrets: SecretsSync;
+  /**
+   * Consulted before each index GET (change notification over the mesh, §7.9); false skips the
+   * read as if the index had not changed. Absent: every pass reads (If-None-Match).
+   */
+  shouldReadIndex?: (held: { hasIndex: boolean; etag?: string }) => boolean;
   /** Pod certificates; without it (`--workload-ca-key off`) Pods get no certificate. */
   identity?: PodCertificates;
   log: Logger;
@@ -67,6 +72,11 @@ export class DeploymentsLoop {
     this.#options = options;
     this.#dir = new ManifestDir(options.manifestDir);
     this.#problems = new ErrorLog({ log: options.log });
+  }
+
+  /** The ETag of the index the loop holds (undefined: none, or the index is absent). */
+  get indexEtag(): string | undefined {
+    return this.#etag;
   }
 
   /** This node's Deployments after the last pass that read the index: written (spec) or pending. */
@@ -166,6 +176,10 @@ export class DeploymentsLoop {
 
   /** Polls the index and updates the last good one; a failed read returns why. */
   async #readIndex(): Promise<{ error?: string; unavailable: boolean }> {
+    const held = { hasIndex: !!this.#index, etag: this.#etag };
+    if (this.#options.shouldReadIndex && !this.#options.shouldReadIndex(held)) {
+      return { unavailable: false };
+    }
     try {
       const poll = await pollDeploymentIndex(this.#options.store, this.#etag);
       if (poll.state === "absent") {

@@ -11,6 +11,7 @@
 
 import {
   type ClusterSnapshot,
+  type IndexAnnouncement,
   mergeReports,
   type NodeReport,
   parseNodeReport,
@@ -27,6 +28,13 @@ export interface CoordinatorOptions {
   graceMs?: number;
   /** Coalescing delay of broadcasts (default 20 ms). */
   coalesceMs?: number;
+  /**
+   * Reads `deployments/index.json` (a conditional GET); its ETag is announced in the snapshots so
+   * members read the index only when it changed. Absent: no announcement.
+   */
+  pollIndex?: () => Promise<IndexAnnouncement>;
+  /** Interval of `pollIndex` (default 2 s). */
+  indexPollMs?: number;
   log: Logger;
 }
 
@@ -42,6 +50,7 @@ export interface CoordinatorCounters {
   reportsIn: number;
   snapshotsOut: number;
   broadcasts: number;
+  indexReads: number;
 }
 
 /** One term's coordinator. */
@@ -50,12 +59,44 @@ export class Coordinator {
   readonly #members = new Map<string, Member>();
   #snapshot: ClusterSnapshot;
   #timer?: ReturnType<typeof setTimeout>;
+  #indexTimer?: ReturnType<typeof setTimeout>;
+  #index?: IndexAnnouncement;
+  #indexFailures = 0;
   #stopped = false;
-  readonly counters: CoordinatorCounters = { reportsIn: 0, snapshotsOut: 0, broadcasts: 0 };
+  readonly counters: CoordinatorCounters = {
+    reportsIn: 0,
+    snapshotsOut: 0,
+    broadcasts: 0,
+    indexReads: 0,
+  };
 
   constructor(options: CoordinatorOptions) {
     this.#o = options;
     this.#snapshot = { term: options.term, version: 0, nodes: 0, endpoints: {} };
+    if (options.pollIndex) void this.#pollIndex();
+  }
+
+  /** One index poll, then the next after the interval; a failed read keeps the announcement. */
+  async #pollIndex(): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      const index = await this.#o.pollIndex!();
+      this.counters.indexReads++;
+      this.#indexFailures = 0;
+      if (index.etag !== this.#index?.etag) {
+        this.#index = index;
+        this.#schedule();
+      }
+    } catch (err) {
+      this.#o.log.warn("mesh index poll failed", { error: (err as Error).message });
+      // An announcement that can no longer be refreshed is withdrawn: members poll directly.
+      if (++this.#indexFailures >= 3 && this.#index) {
+        this.#index = undefined;
+        this.#schedule();
+      }
+    }
+    if (this.#stopped) return;
+    this.#indexTimer = setTimeout(() => void this.#pollIndex(), this.#o.indexPollMs ?? 2_000);
   }
 
   /** The current snapshot. */
@@ -120,6 +161,7 @@ export class Coordinator {
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    clearTimeout(this.#indexTimer);
     for (const m of this.#members.values()) {
       clearTimeout(m.drop);
       for (const s of m.streams) s.destroy(new Error("coordinator stopped"));
@@ -137,12 +179,17 @@ export class Coordinator {
 
   #broadcast(): void {
     const endpoints = mergeReports([...this.#members.values()].map((m) => m.report));
-    if (this.#snapshot.version > 0 && sameEndpoints(endpoints, this.#snapshot.endpoints)) return;
+    if (
+      this.#snapshot.version > 0 && sameEndpoints(endpoints, this.#snapshot.endpoints) &&
+      this.#index?.etag === this.#snapshot.index?.etag &&
+      (this.#index === undefined) === (this.#snapshot.index === undefined)
+    ) return;
     this.#snapshot = {
       term: this.#o.term,
       version: this.#snapshot.version + 1,
       nodes: this.#members.size,
       endpoints,
+      ...(this.#index ? { index: this.#index } : {}),
     };
     this.counters.broadcasts++;
     for (const m of this.#members.values()) for (const s of m.streams) this.#send(s);

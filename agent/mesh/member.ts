@@ -63,6 +63,11 @@ export class MeshMember {
     return this.#snapshot;
   }
 
+  /** True while its stream to the coordinator is up and has delivered a snapshot. */
+  connected(): boolean {
+    return this.#stream !== undefined && this.#connectedTo !== undefined;
+  }
+
   /** Where it is connected, and the last connection error. */
   get state(): { connectedTo?: string; lastError?: string } {
     return { connectedTo: this.#connectedTo, lastError: this.#lastError };

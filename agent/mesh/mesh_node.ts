@@ -8,7 +8,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { BucketLease } from "../../core/bucket_lease.ts";
 import { MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
-import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
+import type { ClusterSnapshot, IndexAnnouncement } from "../../core/endpoint_snapshot.ts";
 import type { Logger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { Coordinator } from "./coordinator.ts";
@@ -42,6 +42,9 @@ export interface MeshNodeOptions {
   /** How long a disconnected member's endpoints stay (default 10 s). */
   graceMs?: number;
   onSnapshot(snapshot: ClusterSnapshot): void;
+  /** The coordinator's index poll (change notification, §7.9); absent: no announcement. */
+  pollIndex?: () => Promise<IndexAnnouncement>;
+  indexPollMs?: number;
   log: Logger;
 }
 
@@ -156,6 +159,8 @@ export class MeshNode {
         this.#coordinator = new Coordinator({
           term: step.term!,
           graceMs: this.#o.graceMs,
+          pollIndex: this.#o.pollIndex,
+          indexPollMs: this.#o.indexPollMs,
           log: this.#o.log,
         });
         this.#coordinatorTerm = step.term!;

@@ -1,0 +1,186 @@
+/**
+ * Change notification over the mesh (issue 18, item 1) on moto: with a coordinator, the cluster's
+ * idle reads of deployments/index.json are the coordinator's alone and an apply still reaches
+ * every agent; with the coordinator gone, every agent falls back to slower direct polling and
+ * keeps converging; with a new coordinator, notifications resume.
+ */
+
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { Loop } from "../../agent/loop.ts";
+import { IndexNotifier } from "../../agent/mesh/index_notifier.ts";
+import { indexPoller } from "../../agent/mesh/index_poller.ts";
+import { MeshNode } from "../../agent/mesh/mesh_node.ts";
+import { parseClusterCa } from "../../agent/mesh/node_tls.ts";
+import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
+import { applyResources } from "../../cli/desired_state.ts";
+import { newCaPem } from "../../cli/setup/cluster_cas.ts";
+import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
+import { silentLogger } from "../../core/log.ts";
+import { parseResource } from "../../core/resources.ts";
+import { openStore } from "../../core/store_url.ts";
+import { countingStore } from "../support/counting_store.ts";
+import { moto } from "../support/moto.ts";
+
+const N = 12;
+const POLL_MS = 200;
+
+function deployment(name: string) {
+  return parseResource({
+    apiVersion: "podmin.dev/v1",
+    kind: "Deployment",
+    metadata: { name },
+    spec: {
+      nodeGroup: "workers",
+      template: { spec: { containers: [{ name, image: `r/apps/${name}:1` }] } },
+    },
+  });
+}
+
+async function until(what: string, f: () => Promise<boolean> | boolean, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await f())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+Deno.test("notification [moto]: idle index reads are the coordinator's alone; applies still arrive; fallback polling when it dies", async () => {
+  const m = await moto();
+  const bucket = await m.createBucket();
+  const shared = openStore(`s3://${bucket}`);
+  const { certPem, keyPem } = await newCaPem("podmin cluster CA test");
+  const ca = await parseClusterCa(certPem + keyPem);
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-notify-" });
+  const agents = Array.from({ length: N }, (_, i) => {
+    const counting = countingStore(shared);
+    // deno-lint-ignore prefer-const
+    let mesh: MeshNode;
+    const notifier = new IndexNotifier({
+      connected: () => mesh.member.connected(),
+      fallbackMs: 1_000,
+    });
+    const base = path.join(tmp, `node-${i}`);
+    const deployments = new DeploymentsLoop({
+      store: counting.store,
+      nodeGroup: "workers",
+      manifestDir: path.join(base, "manifests"),
+      secretsDir: path.join(base, "secrets"),
+      tlsDir: path.join(base, "tls"),
+      secrets: new SecretsSync({
+        cluster: "test",
+        secretsDir: path.join(base, "secrets"),
+        provider: { fetch: () => Promise.reject(new Error("no values")) },
+        refreshMs: 60_000,
+        log: silentLogger,
+      }),
+      shouldReadIndex: (held) => notifier.shouldRead(held),
+      log: silentLogger,
+    });
+    const loop = new Loop({
+      name: `deployments-${i}`,
+      intervalMs: POLL_MS,
+      pass: async () => ({ backOff: (await deployments.pass()).unavailable }),
+    });
+    const coordinatorStore = countingStore(shared);
+    mesh = new MeshNode({
+      store: shared,
+      cluster: "test",
+      nodeGroup: "workers",
+      nodeId: `node-${i}`,
+      ca,
+      listen: "127.0.0.1:0",
+      advertiseHost: "127.0.0.1",
+      leaseMs: 3_000,
+      heartbeatMs: 500,
+      graceMs: 1_000,
+      pollIndex: indexPoller(coordinatorStore.store),
+      indexPollMs: POLL_MS,
+      onSnapshot: (s) => {
+        if (notifier.onSnapshot(s, deployments.indexEtag)) loop.hint();
+      },
+      log: silentLogger,
+    });
+    const manifest = (name: string) =>
+      Deno.stat(path.join(base, "manifests", `podmin_default_${name}.json`)).then(
+        () => true,
+        () => false,
+      );
+    return { counting, coordinatorStore, notifier, deployments, loop, mesh, manifest };
+  });
+  const memberReads = () =>
+    agents.reduce((n, a) => n + a.counting.count("get", DEPLOYMENT_INDEX), 0);
+  const coordinatorReads = () =>
+    agents.reduce((n, a) => n + a.coordinatorStore.count("get", DEPLOYMENT_INDEX), 0);
+  const resetCounts = () => agents.forEach((a) => (a.counting.reset(), a.coordinatorStore.reset()));
+  try {
+    await applyResources({ store: shared, resources: [deployment("first")] });
+    await Promise.all(agents.map((a) => a.mesh.start()));
+    agents.forEach((a) => a.loop.start());
+    await until("every agent on notifications with the first Deployment", async () => {
+      for (const a of agents) if (!a.notifier.fresh() || !await a.manifest("first")) return false;
+      return true;
+    });
+
+    // Idle: the agents read nothing; the coordinator alone polls.
+    resetCounts();
+    const idleMs = 3_000;
+    await new Promise((r) => setTimeout(r, idleMs));
+    const idle = { members: memberReads(), coordinator: coordinatorReads() };
+    console.log(
+      `notification: ${N} agents idle ${idleMs} ms → ${idle.members} agent reads, ` +
+        `${idle.coordinator} coordinator reads of the index (poll ${POLL_MS} ms)`,
+    );
+    assert.equal(idle.members, 0, "agents on notifications read nothing while idle");
+    assert.ok(idle.coordinator >= 3 && idle.coordinator <= idleMs / POLL_MS + 2);
+
+    // An apply reaches every agent through the announcement: one read each.
+    resetCounts();
+    let t0 = performance.now();
+    await applyResources({ store: shared, resources: [deployment("second")] });
+    await until("every agent wrote the second Deployment", async () => {
+      for (const a of agents) if (!await a.manifest("second")) return false;
+      return true;
+    });
+    console.log(
+      `notification: apply → all ${N} manifests in ${(performance.now() - t0).toFixed(0)} ms, ` +
+        `${memberReads()} agent reads`,
+    );
+    assert.ok(memberReads() <= 2 * N, `${memberReads()} reads for one change`);
+
+    // The coordinator dies: the agents fall back to direct polling and still converge.
+    const leader = agents.find((a) => a.mesh.coordinator)!;
+    leader.mesh.crash();
+    leader.loop.stop();
+    const others = agents.filter((a) => a !== leader);
+    await until("every survivor off notifications", () => others.every((a) => !a.notifier.fresh()));
+    const fallbackBefore = others.reduce((n, a) => n + a.notifier.counts.fallback, 0);
+    t0 = performance.now();
+    await applyResources({ store: shared, resources: [deployment("third")] });
+    await until("every survivor wrote the third Deployment", async () => {
+      for (const a of others) if (!await a.manifest("third")) return false;
+      return true;
+    });
+    const fallbackReads = others.reduce((n, a) => n + a.notifier.counts.fallback, 0) -
+      fallbackBefore;
+    console.log(
+      `notification: coordinator dead → apply reached ${N - 1} agents in ` +
+        `${(performance.now() - t0).toFixed(0)} ms by ${fallbackReads} fallback polls`,
+    );
+    assert.ok(fallbackReads > 0, "the survivors polled directly");
+
+    // A new coordinator: notifications resume and idle reads return to the coordinator alone.
+    await until("notifications again", () => others.every((a) => a.notifier.fresh()), 30_000);
+    await new Promise((r) => setTimeout(r, 1_500)); // one more fallback poll may be in flight
+    resetCounts();
+    await new Promise((r) => setTimeout(r, 2_000));
+    assert.equal(memberReads(), 0, "back on notifications");
+  } finally {
+    for (const a of agents) {
+      await a.loop.stop();
+      await a.mesh.stop().catch(() => {});
+    }
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
