@@ -12,6 +12,8 @@ import { AwsValueProvider } from "./secrets/value_provider.ts";
 import { PodCertificates } from "./identity/pod_certificates.ts";
 import { NodeRecordWriter } from "./node_record_writer.ts";
 import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
+import { IndexNotifier } from "./mesh/index_notifier.ts";
+import { indexPoller } from "./mesh/index_poller.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
 import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
@@ -142,9 +144,15 @@ Example:
     const provider = new AwsValueProvider({ region });
     const caKey = caKeySource({ flag: f.workloadCaKey, provider, cluster });
     const ca = caKey && new CaView({ store, caKey, refreshMs: CA_STATE_REFRESH_MS });
+    // With the mesh, index reads follow the coordinator's announcements (spec §7.9).
+    let meshConnected = () => false;
+    const notifier = f.meshListen && !f.once
+      ? new IndexNotifier({ connected: () => meshConnected() })
+      : undefined;
     const deployments = new DeploymentsLoop({
       store,
       nodeGroup,
+      shouldReadIndex: notifier && ((held) => notifier.shouldRead(held)),
       manifestDir: f.manifestDir,
       secretsDir: f.secretsDir,
       tlsDir: f.tlsDir,
@@ -209,28 +217,26 @@ Example:
         return {};
       },
     });
-    const loops: { start(): void; stop(): Promise<void> }[] = [
-      new Loop<AgentStatus>({
-        name: "deployments",
-        intervalMs,
-        maxBackoffMs: MAX_BACKOFF_MS,
-        log,
-        pass: async () => {
-          const { status, unavailable } = await deployments.pass();
-          return { status, backOff: unavailable };
-        },
-        status: (status) => {
-          // The record follows a change of convergence at once, not at the next heartbeat.
-          const changed = status.converged !== converged ||
-            status.indexGeneration !== lastGeneration;
-          converged = status.converged;
-          lastGeneration = status.indexGeneration;
-          if (changed) recordLoop.hint();
-          return writeStatus(stateDir, status);
-        },
-      }),
-      recordLoop,
-    ];
+    const deploymentsLoop = new Loop<AgentStatus>({
+      name: "deployments",
+      intervalMs,
+      maxBackoffMs: MAX_BACKOFF_MS,
+      log,
+      pass: async () => {
+        const { status, unavailable } = await deployments.pass();
+        return { status, backOff: unavailable };
+      },
+      status: (status) => {
+        // The record follows a change of convergence at once, not at the next heartbeat.
+        const changed = status.converged !== converged ||
+          status.indexGeneration !== lastGeneration;
+        converged = status.converged;
+        lastGeneration = status.indexGeneration;
+        if (changed) recordLoop.hint();
+        return writeStatus(stateDir, status);
+      },
+    });
+    const loops: { start(): void; stop(): Promise<void> }[] = [deploymentsLoop, recordLoop];
     if (identity) loops.push(identity.loop);
     if (f.dnsDir) {
       const dns = new DnsPublisher({
@@ -276,10 +282,16 @@ Example:
         podsApiSocket: f.podsApiSocket,
         services: new ServicesView({ store, intervalMs: 0 }),
         servicesIntervalMs: intervalMs,
+        pollIndex: indexPoller(store),
+        indexPollMs: intervalMs,
+        onSnapshot: (snapshot) => {
+          if (notifier?.onSnapshot(snapshot, deployments.indexEtag)) deploymentsLoop.hint();
+        },
         stateDir,
         log,
       })
       : undefined;
+    if (mesh) meshConnected = () => mesh.connected();
     // The mesh is optional: a node whose mesh cannot start still runs its Pods.
     await mesh?.start().catch((err) =>
       log.error("mesh not started", { error: (err as Error).message })

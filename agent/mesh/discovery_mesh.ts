@@ -5,7 +5,11 @@
  */
 
 import * as path from "node:path";
-import type { ClusterSnapshot, EndpointSet } from "../../core/endpoint_snapshot.ts";
+import type {
+  ClusterSnapshot,
+  EndpointSet,
+  IndexAnnouncement,
+} from "../../core/endpoint_snapshot.ts";
 import type { Logger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { localEndpoints } from "../discovery/local_endpoints.ts";
@@ -28,6 +32,11 @@ export interface DiscoveryMeshOptions {
   services: ServicesView;
   /** How often the Services are re-read (conditional GET). */
   servicesIntervalMs: number;
+  /** The coordinator's index poll (change notification). */
+  pollIndex?: () => Promise<IndexAnnouncement>;
+  indexPollMs?: number;
+  /** Every newer snapshot (after mesh.json is updated). */
+  onSnapshot?: (snapshot: ClusterSnapshot) => void;
   stateDir: string;
   log: Logger;
 }
@@ -73,7 +82,10 @@ export class DiscoveryMesh {
         this.#snapshot = s;
         this.#o.log.info("mesh snapshot", { term: s.term, version: s.version, nodes: s.nodes });
         this.#writeStatus();
+        this.#o.onSnapshot?.(s);
       },
+      pollIndex: this.#o.pollIndex,
+      indexPollMs: this.#o.indexPollMs,
       log: this.#o.log,
     });
     await this.#mesh.start();
@@ -90,6 +102,11 @@ export class DiscoveryMesh {
     };
     this.#timer = setInterval(() => void refresh(), this.#o.servicesIntervalMs);
     await refresh();
+  }
+
+  /** True while this node's member stream to the coordinator is up. */
+  connected(): boolean {
+    return this.#mesh?.member.connected() ?? false;
   }
 
   async stop(): Promise<void> {

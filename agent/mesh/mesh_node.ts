@@ -152,6 +152,13 @@ export class MeshNode {
   /** One election step per third of the lease; becomes or stops being the coordinator. */
   async #elect(): Promise<void> {
     if (this.#stopped) return;
+    // A member with a live stream to a coordinator does not contend (no lease reads while idle:
+    // the cluster's election reads are the coordinator's renewals alone); once its stream ends,
+    // it steps the lease and takes over after the holder's lease ran out.
+    if (!this.#coordinator && this.member.connected()) {
+      this.#scheduleElection();
+      return;
+    }
     try {
       const step = await this.#lease.step();
       if (step.leader && (!this.#coordinator || this.#coordinatorTerm !== step.term)) {
@@ -182,6 +189,10 @@ export class MeshNode {
     } catch (err) {
       this.#o.log.warn("mesh election step failed", { error: (err as Error).message });
     }
+    this.#scheduleElection();
+  }
+
+  #scheduleElection(): void {
     if (this.#stopped) return;
     const every = Math.max(50, Math.floor((this.#o.leaseMs ?? 15_000) / 3));
     this.#timer = setTimeout(() => void this.#elect(), every);

@@ -16,7 +16,7 @@ import { parseClusterCa } from "../../agent/mesh/node_tls.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
-import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
+import { DEPLOYMENT_INDEX, MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
 import { silentLogger } from "../../core/log.ts";
 import { parseResource } from "../../core/resources.ts";
 import { openStore } from "../../core/store_url.ts";
@@ -85,7 +85,7 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
     });
     const coordinatorStore = countingStore(shared);
     mesh = new MeshNode({
-      store: shared,
+      store: counting.store,
       cluster: "test",
       nodeGroup: "workers",
       nodeId: `node-${i}`,
@@ -128,6 +128,11 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
     const idleMs = 3_000;
     await new Promise((r) => setTimeout(r, idleMs));
     const idle = { members: memberReads(), coordinator: coordinatorReads() };
+    const leaseReads = agents.filter((a) => !a.mesh.coordinator).reduce(
+      (n, a) => n + a.counting.count("get", MESH_COORDINATOR_LEASE),
+      0,
+    );
+    assert.equal(leaseReads, 0, "connected members do not contend for the lease");
     console.log(
       `notification: ${N} agents idle ${idleMs} ms → ${idle.members} agent reads, ` +
         `${idle.coordinator} coordinator reads of the index (poll ${POLL_MS} ms)`,
