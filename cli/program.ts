@@ -3,6 +3,7 @@
 import type { Command, Program } from "../core/cli_kit.ts";
 import { versionLine } from "../core/version.ts";
 import { bucketCommands } from "./bucket_command.ts";
+import { completionCommand } from "./completion_command.ts";
 import { deployCommands } from "./deploy_commands.ts";
 import { imageCommands } from "./image_commands.ts";
 import { localCommands } from "./local/local_command.ts";
@@ -20,11 +21,19 @@ const version: Command = {
   },
 };
 
+const PROGRAM_EXAMPLES =
+  `  podmin setup --cluster prod --vpc-cidr 10.0.0.0/16 --nodegroup default --dry-run --out ./plan
+  podmin --bucket s3://podmin-prod push oci:./web:1.0 apps/web:1.0
+  podmin --bucket s3://podmin-prod apply -f web.yaml
+  podmin --bucket s3://podmin-prod get deployments -o wide
+  podmin --bucket s3://podmin-prod status`;
+
 /** Builds the `podmin` program. */
 export function programOf(): Program {
-  return {
+  const program: Program = {
     name: "podmin",
     description: "podmin: run containers on AWS VMs with an S3 bucket as the control plane.",
+    examples: PROGRAM_EXAMPLES,
     commands: [
       ...deployCommands,
       ...imageCommands,
@@ -35,4 +44,6 @@ export function programOf(): Program {
       version,
     ],
   };
+  program.commands.push(completionCommand(program));
+  return program;
 }
