@@ -47,7 +47,7 @@ import { PodminError, PreconditionFailedError, UsageError } from "../../core/err
 import { mirrorPathOf, parseUpstreamRef } from "../../core/image_ref.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { sha256Hex } from "../../core/digest.ts";
-import { formatBytes } from "../../core/progress.ts";
+import { formatBytes, isProgressUpdate } from "../../core/progress.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_index.ts";
 import { openStore } from "../../core/store_url.ts";
@@ -534,7 +534,8 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
     out,
     bucket: bucketUrl.slice(5),
     store: openStore(bucketUrl, { region }),
-    log: ctx.err,
+    // Download and upload progress is redrawn in place on a terminal.
+    log: (l) => (isProgressUpdate(l) ? ctx.status(l) : ctx.err(l)),
     sandboxImage: stringFlag(ctx, "sandbox-image") ?? DEFAULT_SANDBOX_IMAGE,
     mirrorPlainHttp: booleanFlag(ctx, "mirror-plain-http"),
     workDir: stringFlag(ctx, "work-dir") ?? defaultWorkDir(flags.cluster),
