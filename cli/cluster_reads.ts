@@ -47,6 +47,12 @@ export function kindOf(arg: string | undefined, command: string): Kind {
     });
   }
   const k = arg.toLowerCase();
+  if (["nodes", "node", "no"].includes(k)) {
+    throw new UsageError(`podmin ${command} does not show nodes yet`, {
+      hint: "agents write no node records until Service discovery lands; 'podmin status' says " +
+        "what the bucket holds",
+    });
+  }
   for (const [kind, words] of Object.entries(KIND_WORDS)) {
     if (words.includes(k)) return kind as Kind;
   }

@@ -1,7 +1,7 @@
 /** `podmin get` and `podmin describe`: Deployments and Services as the bucket holds them. */
 
 import { stringify } from "yaml";
-import { type Command, type CommandContext, stringFlag } from "../core/cli_kit.ts";
+import { closest, type Command, type CommandContext, stringFlag } from "../core/cli_kit.ts";
 import { UsageError } from "../core/errors.ts";
 import { checkNamespace, DEFAULT_NAMESPACE } from "../core/names.ts";
 import type { ObjectStore } from "../core/object_store.ts";
@@ -73,9 +73,15 @@ Examples:
     const kind = kindOf(kindArg, "get");
     const output = stringFlag(ctx, "output") ?? "table";
     if (!OUTPUTS.includes(output)) {
-      throw new UsageError(`-o: unknown output format ${JSON.stringify(output)}`, {
-        hint: `use ${OUTPUTS.join(", ")}`,
-      });
+      const near = closest(output, OUTPUTS);
+      throw new UsageError(
+        `-o: unknown output format ${JSON.stringify(output)}${
+          near ? `; did you mean ${near}?` : ""
+        }`,
+        {
+          hint: `use ${OUTPUTS.join(", ")}`,
+        },
+      );
     }
     const nsFlag = stringFlag(ctx, "namespace");
     if (nsFlag !== undefined && ctx.values["all-namespaces"] === true) {

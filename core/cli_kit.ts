@@ -236,7 +236,12 @@ function parseCommandArgs(program: Program, command: Command, rest: string[]): I
       strict: true,
     });
   } catch (e) {
-    throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ""), { hint });
+    throw new UsageError(
+      parseArgsMessage((e as Error).message, `${program.name} ${command.name}`),
+      {
+        hint,
+      },
+    );
   }
   return {
     command,
@@ -244,6 +249,19 @@ function parseCommandArgs(program: Program, command: Command, rest: string[]): I
     values: parsed.values as CommandContext["values"],
     positionals: parsed.positionals,
   };
+}
+
+/** node:util parseArgs messages in Podmin's words (what is wrong, with the offending value). */
+function parseArgsMessage(message: string, where: string): string {
+  let m = /^Option '(.+?)(?: <value>)?' argument missing/.exec(message);
+  if (m) return `flag ${m[1]} needs a value`;
+  m = /^Option '(.+?)' does not take an argument/.exec(message);
+  if (m) return `flag ${m[1]} takes no value`;
+  m = /^Unexpected argument '(.*)'\. This command does not take positional arguments/s.exec(
+    message,
+  );
+  if (m) return `unexpected argument ${JSON.stringify(m[1])}: '${where}' takes none`;
+  return message.replace(/\. To specify.*$/s, "");
 }
 
 /** Writers for stdout, stderr and the transient status line. */

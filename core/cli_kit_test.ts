@@ -68,3 +68,18 @@ Deno.test("cli kit: expected OS errors get their own message and hint; others sa
   const bug = await errLines(new TypeError("x is undefined"));
   assert.match(bug.err[1], /this is unexpected; re-run with --debug/);
 });
+
+Deno.test("cli kit: missing values, values for switches and stray arguments in Podmin's words", () => {
+  assert.throws(
+    () => parseInvocation(program, ["run", "--cluster"]),
+    /^UsageError: flag --cluster needs a value$/,
+  );
+  assert.throws(
+    () => parseInvocation(program, ["run", "--once=yes"]),
+    /flag --once takes no value/,
+  );
+  assert.throws(
+    () => parseInvocation(program, ["run", "extra"]),
+    /unexpected argument "extra": 'prog run' takes none/,
+  );
+});

@@ -132,7 +132,7 @@ export async function chooseAgentDistributions(options: {
     });
     result.runtimeArches.push(arch);
     result.summary.push(
-      `podmin-agent ${arch}: runtime-plus-bundle: ${RUNTIME_DEPENDENCY} ${runtime.version} + ${bundleFile}`,
+      `podmin-agent ${arch}: runtime-plus-bundle (no compiled binary): ${RUNTIME_DEPENDENCY} ${runtime.version} + ${bundleFile}`,
     );
   }
   return result;

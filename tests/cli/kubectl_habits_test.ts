@@ -68,6 +68,10 @@ Deno.test("cli: --version prints one line wherever it stands; get without a kind
   assert.match(r.err, /error: get needs a resource kind/);
   assert.match(r.err, /hint: .*deployments.*services/);
   assert.doesNotMatch(r.err, /unknown resource kind ""/);
+  const nodes = await cli("--bucket", bucket, "get", "nodes");
+  assert.equal(nodes.code, 2);
+  assert.match(nodes.err, /podmin get does not show nodes yet/);
+  assert.match(nodes.err, /Service discovery/);
 });
 
 Deno.test("cli: get KIND [NAME] with -n, -A, -l and -o table|wide|json|yaml|name", async () => {
