@@ -3,12 +3,12 @@
 import type { Command, Program } from "../core/cli_kit.ts";
 import { versionLine } from "../core/version.ts";
 import { bucketCommands } from "./bucket_command.ts";
-import { completionCommand } from "./completion_command.ts";
 import { deployCommands } from "./deploy_commands.ts";
 import { imageCommands } from "./image_commands.ts";
 import { localCommands } from "./local/local_command.ts";
 import { setupCommands } from "./setup/setup_command.ts";
 import { teardownCommands } from "./setup/teardown_commands.ts";
+import { completionCommand } from "./completion_command.ts";
 
 const version: Command = {
   name: "version",
