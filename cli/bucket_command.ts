@@ -10,7 +10,10 @@ const createBucketCommand: Command = {
 
 Creates a filesystem bucket (idempotent). Every other command fails on a bucket
 that does not exist, as on S3, instead of treating it as an empty cluster.
-S3 buckets are created by 'podmin setup'.`,
+S3 buckets are created by 'podmin setup'.
+
+Example:
+  podmin --bucket file:///tmp/podmin-demo/bucket create-bucket`,
   options: {},
   async run(ctx) {
     const url = bucketUrl(ctx);

@@ -1,79 +1,142 @@
-/** `podmin apply | diff | delete | get`: the desired-state commands. */
+/** `podmin apply | diff | delete`: the commands that write (or preview) desired state. */
 
-import { stringify } from "yaml";
-import {
-  booleanFlag,
-  bucketUrl,
-  type Command,
-  type CommandContext,
-  stringFlag,
-  stringsFlag,
-} from "../core/cli_kit.ts";
+import { type Command, type CommandContext, stringFlag, stringsFlag } from "../core/cli_kit.ts";
 import { sortKeys } from "../core/canonical_json.ts";
-import { readDeploymentIndex } from "../core/deployment_index.ts";
-import { UsageError } from "../core/errors.ts";
+import { NotFoundError, PodminError, UsageError } from "../core/errors.ts";
 import { checkNamespace, checkObjectName, DEFAULT_NAMESPACE } from "../core/names.ts";
+import type { ObjectStore } from "../core/object_store.ts";
 import { baselineViolations } from "../core/pod_security.ts";
-import { resourceRef } from "../core/resources.ts";
-import { readServiceIndex } from "../core/service_index.ts";
+import { type Deployment, type Resource, resourceRef } from "../core/resources.ts";
 import { readSpec } from "../core/spec_objects.ts";
-import { openStore } from "../core/store_url.ts";
+import { type Kind, kindOf, missingImages, storeOf } from "./cluster_reads.ts";
 import { applyResources, type Change, deleteResource } from "./desired_state.ts";
+import { clusterViewCommands } from "./cluster_view_commands.ts";
+import { getCommands } from "./get_commands.ts";
 import { lineDiff } from "./line_diff.ts";
-import { loadResourceFiles } from "./resource_files.ts";
-
-function storeOf(ctx: CommandContext) {
-  const region = typeof ctx.values.region === "string" ? ctx.values.region : undefined;
-  return openStore(bucketUrl(ctx), { region });
-}
+import { type LoadedResource, loadResourceFiles } from "./resource_files.ts";
 
 function describe(c: Change): string {
   const vip = c.vip ? ` (VIP ${c.vip})` : "";
   return `${c.kind.toLowerCase()} ${c.namespace}/${c.name} ${c.action}${vip}`;
 }
 
+/** `-f`, `-R` and `-n` as apply, diff and delete take them. */
+const FILE_OPTIONS = {
+  filename: { type: "string", short: "f", multiple: true },
+  recursive: { type: "boolean", short: "R", default: false },
+  namespace: { type: "string", short: "n" },
+} as const;
+
+const FILE_HELP = `  -f, --filename PATH   a YAML or JSON file (several documents, or a kind: List),
+                        a directory (its .yaml, .yml and .json files) or - for
+                        stdin; repeatable
+  -R, --recursive       read directories given with -f recursively
+  -n, --namespace NS    namespace of documents that name none; a document naming
+                        another namespace is refused`;
+
+function loadFiles(ctx: CommandContext): Promise<LoadedResource[]> {
+  const ns = stringFlag(ctx, "namespace");
+  return loadResourceFiles(stringsFlag(ctx, "filename"), {
+    recursive: ctx.values.recursive === true,
+    namespace: ns === undefined ? undefined : checkNamespace(ns),
+  });
+}
+
+type DryRun = "none" | "server" | "client";
+
+function dryRunOf(ctx: CommandContext): DryRun {
+  const v = stringFlag(ctx, "dry-run") ?? "none";
+  if (v === "none" || v === "server" || v === "client") return v;
+  throw new UsageError(`--dry-run: expected client, server or none, got ${JSON.stringify(v)}`, {
+    hint: "--dry-run=client validates without the bucket; --dry-run (=server) compares with it",
+  });
+}
+
+function warnPrivileged(ctx: CommandContext, loaded: LoadedResource[]): void {
+  for (const { resource } of loaded) {
+    if (resource.kind !== "Deployment" || resource.spec.podSecurity !== "privileged") continue;
+    const grants = baselineViolations(resource.spec.template.spec);
+    ctx.err(
+      `deployment ${resourceRef(resource)}: spec.podSecurity: privileged opts out of the ` +
+        "baseline Pod security level" +
+        (grants.length ? "; it grants:" : " (its template needs nothing beyond it)"),
+    );
+    for (const g of grants) ctx.err(`  ${g.field}: ${g.grants}`);
+  }
+}
+
+/** Warns (never fails) about Podmin image references the store does not hold. */
+async function warnMissingImages(
+  ctx: CommandContext,
+  store: ObjectStore,
+  resources: Resource[],
+): Promise<void> {
+  const deployments = resources.filter((r): r is Deployment => r.kind === "Deployment");
+  for (const m of await missingImages(store, deployments)) {
+    ctx.err(
+      `warning: deployment ${m.namespace}/${m.name}: ${m.field} ${m.image} is not in the image store`,
+    );
+    ctx.err(
+      m.path.startsWith("apps/")
+        ? `hint: push it first: podmin push SOURCE ${m.path}${m.tag ? `:${m.tag}` : ""}`
+        : `hint: mirror it first: podmin mirror UPSTREAM-REF (it lands in ${m.path})`,
+    );
+  }
+}
+
 const apply: Command = {
   name: "apply",
   summary: "create or update Deployments and Services from files",
-  help: `Usage: podmin apply -f FILE [-f FILE…] [--service-cidr PREFIX] [--dry-run]
+  help:
+    `Usage: podmin apply -f PATH [-f PATH…] [-R] [-n NS] [--service-cidr PREFIX] [--dry-run[=server|client]]
 
 Validates every document of every file first, then writes the changed specs
 and updates deployments/index.json and services/index.json with conditional
 writes (concurrent applies never lose an update). Unchanged objects are not
 rewritten: applying the same files twice writes nothing the second time.
+A top-level status (as 'podmin get -o yaml' prints it) is accepted and ignored.
+A Deployment whose registry.podmin.internal image the store lacks is applied
+with a warning.
 
 Flags:
-  -f, --filename FILE   YAML or JSON file, several documents per file; - for stdin
+${FILE_HELP}
   --service-cidr PREFIX IPv6 range for Service VIPs; only used when the first
                         Service is applied (default fd00:504d::/112)
-  --dry-run             validate and print what would change; write nothing
+  --dry-run[=server]    compare with the bucket and print what would change;
+                        write nothing
+  --dry-run=client      validate the files only; no bucket needed (for CI)
 
-Example:
-  podmin --bucket s3://my-cluster apply -f web.yaml`,
+Examples:
+  podmin --bucket s3://my-cluster apply -f web.yaml
+  podmin --bucket s3://my-cluster apply -f manifests/ -R -n staging
+  podmin apply -f web.yaml --dry-run=client
+  podmin --bucket s3://my-cluster get deployments -o yaml | podmin --bucket s3://other apply -f -`,
   options: {
-    filename: { type: "string", short: "f", multiple: true },
+    ...FILE_OPTIONS,
     "service-cidr": { type: "string" },
-    "dry-run": { type: "boolean", default: false },
+    "dry-run": { type: "string" },
   },
+  rewriteArgs: (args) => args.map((a) => (a === "--dry-run" ? "--dry-run=server" : a)),
   async run(ctx) {
-    const loaded = await loadResourceFiles(stringsFlag(ctx, "filename"));
-    for (const { resource } of loaded) {
-      if (resource.kind !== "Deployment" || resource.spec.podSecurity !== "privileged") continue;
-      const grants = baselineViolations(resource.spec.template.spec);
-      ctx.err(
-        `deployment ${resourceRef(resource)}: spec.podSecurity: privileged opts out of the ` +
-          "baseline Pod security level" +
-          (grants.length ? "; it grants:" : " (its template needs nothing beyond it)"),
-      );
-      for (const g of grants) ctx.err(`  ${g.field}: ${g.grants}`);
+    const dryRun = dryRunOf(ctx);
+    const loaded = await loadFiles(ctx);
+    warnPrivileged(ctx, loaded);
+    const resources = loaded.map((l) => l.resource);
+    if (dryRun === "client") {
+      for (const r of resources) {
+        ctx.out(`${r.kind.toLowerCase()} ${resourceRef(r)} valid (dry run: client)`);
+      }
+      return;
     }
+    const store = storeOf(ctx);
     const changes = await applyResources({
-      store: storeOf(ctx),
-      resources: loaded.map((l) => l.resource),
+      store,
+      resources,
       serviceCidr: stringFlag(ctx, "service-cidr"),
-      dryRun: booleanFlag(ctx, "dry-run"),
+      dryRun: dryRun === "server",
     });
-    const suffix = ctx.values["dry-run"] ? " (dry run)" : "";
+    await warnMissingImages(ctx, store, resources);
+    const suffix = dryRun === "server" ? " (dry run)" : "";
     for (const c of changes) ctx.out(describe(c) + suffix);
   },
 };
@@ -81,18 +144,23 @@ Example:
 const diff: Command = {
   name: "diff",
   summary: "show what apply would change",
-  help: `Usage: podmin diff -f FILE [-f FILE…]
+  help: `Usage: podmin diff -f PATH [-f PATH…] [-R] [-n NS]
 
 Prints, per resource, whether apply would create or change it, and for changes
-a line diff of the stored spec against the new one. Exits 0 when nothing would
-change and 1 when something would (like diff(1)).
+a line diff of the stored spec against the new one. Exit codes as kubectl's:
+0 nothing would change, 1 something would, 2 or more an error (invalid
+files, an unreadable bucket).
 
 Flags:
-  -f, --filename FILE   YAML or JSON file; - for stdin`,
-  options: { filename: { type: "string", short: "f", multiple: true } },
+${FILE_HELP}
+
+Example:
+  podmin --bucket s3://my-cluster diff -f web.yaml`,
+  options: { ...FILE_OPTIONS },
+  errorExitCode: 2,
   async run(ctx) {
+    const loaded = await loadFiles(ctx);
     const store = storeOf(ctx);
-    const loaded = await loadResourceFiles(stringsFlag(ctx, "filename"));
     const resources = loaded.map((l) => l.resource);
     const changes = await applyResources({ store, resources, dryRun: true });
     let changed = false;
@@ -115,33 +183,82 @@ Flags:
   },
 };
 
+/** What `delete` removes: from `KIND NAME…`, `KIND/NAME…` or `-f` files. */
+async function deleteTargets(
+  ctx: CommandContext,
+): Promise<{ kind: Kind; namespace: string; name: string }[]> {
+  const ns = stringFlag(ctx, "namespace");
+  const namespace = checkNamespace(ns ?? DEFAULT_NAMESPACE);
+  if (stringsFlag(ctx, "filename").length) {
+    if (ctx.positionals.length) {
+      throw new UsageError("give either -f FILE or KIND NAME, not both");
+    }
+    return (await loadFiles(ctx)).map(({ resource: r }) => ({
+      kind: r.kind,
+      namespace: r.metadata.namespace,
+      name: r.metadata.name,
+    }));
+  }
+  const [first, ...rest] = ctx.positionals;
+  const usage = new UsageError(
+    "expected: delete KIND NAME…, delete KIND/NAME…, or delete -f FILE",
+    {
+      hint: "for example: podmin delete deployment web -n default",
+    },
+  );
+  if (!first) throw usage;
+  if (first.includes("/")) {
+    return ctx.positionals.map((p) => {
+      const [k, name, ...more] = p.split("/");
+      if (!name || more.length) throw usage;
+      const kind = kindOf(k, "delete");
+      return { kind, namespace, name: checkObjectName(kind, name) };
+    });
+  }
+  const kind = kindOf(first, "delete");
+  if (!rest.length) throw usage;
+  return rest.map((name) => ({ kind, namespace, name: checkObjectName(kind, name) }));
+}
+
 const del: Command = {
   name: "delete",
-  summary: "delete a Deployment or Service",
-  help: `Usage: podmin delete deployment|service NAME [-n NAMESPACE]
+  summary: "delete Deployments or Services",
+  help: `Usage: podmin delete KIND NAME… [-n NS]
+       podmin delete KIND/NAME… [-n NS]
+       podmin delete -f PATH [-R]
 
-Removes the object from its index; agents remove its Pods on their next poll.
+KIND is deployment (deployments, deploy) or service (services, svc). Removes
+each object from its index; agents remove its Pods on their next poll. Every
+object that exists is deleted; the ones that do not are reported (exit 1).
 
 Flags:
-  -n, --namespace NS  namespace (default "default")`,
-  options: { namespace: { type: "string", short: "n" } },
+${FILE_HELP}
+
+Examples:
+  podmin --bucket s3://my-cluster delete deployment web -n default
+  podmin --bucket s3://my-cluster delete svc/web
+  podmin --bucket s3://my-cluster delete -f web.yaml`,
+  options: { ...FILE_OPTIONS },
   positionals: true,
+  words: ["deployment", "service"],
   async run(ctx) {
-    const [kindArg, name, ...extra] = ctx.positionals;
-    const kind = kindOf(kindArg);
-    if (!name || extra.length) {
-      throw new UsageError("expected: delete deployment|service NAME", {
-        hint: "for example: podmin delete deployment web -n default",
+    const targets = await deleteTargets(ctx);
+    const store = storeOf(ctx);
+    const missing: string[] = [];
+    for (const t of targets) {
+      try {
+        await deleteResource({ store, ...t });
+        ctx.out(`${t.kind.toLowerCase()} ${t.namespace}/${t.name} deleted`);
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+        missing.push(err.message);
+      }
+    }
+    if (missing.length) {
+      throw new PodminError(missing.join("\n"), {
+        hint: "list what exists with 'podmin get deployments' or 'podmin get services'",
       });
     }
-    const namespace = checkNamespace(stringFlag(ctx, "namespace") ?? DEFAULT_NAMESPACE);
-    await deleteResource({
-      store: storeOf(ctx),
-      kind,
-      namespace,
-      name: checkObjectName(kind, name),
-    });
-    ctx.out(`${kind.toLowerCase()} ${namespace}/${name} deleted`);
   },
 };
 
@@ -150,93 +267,11 @@ function prettySorted(value: unknown): string {
   return JSON.stringify(sortKeys(value), null, 2);
 }
 
-function kindOf(arg: string | undefined): "Deployment" | "Service" {
-  const k = (arg ?? "").toLowerCase();
-  if (["deployment", "deployments", "deploy"].includes(k)) return "Deployment";
-  if (["service", "services", "svc"].includes(k)) return "Service";
-  throw new UsageError(`unknown resource kind ${JSON.stringify(arg ?? "")}`, {
-    hint: "use deployments or services",
-  });
-}
-
-function table(rows: string[][]): string[] {
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join("   ").trimEnd());
-}
-
-const get: Command = {
-  name: "get",
-  summary: "list Deployments or Services",
-  help: `Usage: podmin get deployments|services [-n NAMESPACE | -A] [-o table|json|yaml]
-
-Flags:
-  -n, --namespace NS     only this namespace (default: all namespaces)
-  -o, --output FORMAT    table (default), json or yaml (full stored specs)`,
-  options: {
-    namespace: { type: "string", short: "n" },
-    output: { type: "string", short: "o", default: "table" },
-  },
-  positionals: true,
-  async run(ctx) {
-    const [kindArg, ...extra] = ctx.positionals;
-    const kind = kindOf(kindArg);
-    if (extra.length) throw new UsageError(`unexpected argument ${extra[0]}`);
-    const output = stringFlag(ctx, "output") ?? "table";
-    if (!["table", "json", "yaml"].includes(output)) {
-      throw new UsageError(`unknown output format ${output}`, { hint: "use table, json or yaml" });
-    }
-    const ns = ctx.values.namespace === undefined
-      ? undefined
-      : checkNamespace(ctx.values.namespace);
-    const store = storeOf(ctx);
-    const entries = kind === "Deployment"
-      ? (await readDeploymentIndex(store)).deployments
-      : (await readServiceIndex(store))?.services ?? [];
-    const selected = entries.filter((e) => ns === undefined || e.namespace === ns);
-    if (output !== "table") {
-      const items = [];
-      for (const e of selected) {
-        const spec = await readSpec(store, { kind, ref: e.spec });
-        items.push("vip" in e ? { ...spec, status: { vip: e.vip } } : spec);
-      }
-      ctx.out(output === "json" ? JSON.stringify(items, null, 2) : stringify(items).trimEnd());
-      return;
-    }
-    if (selected.length === 0) {
-      ctx.err(`no ${kind.toLowerCase()}s${ns ? ` in namespace ${ns}` : ""}`);
-      return;
-    }
-    if (kind === "Deployment") {
-      const rows = [["NAMESPACE", "NAME", "NODEGROUP", "SPEC"]];
-      for (
-        const e of selected as {
-          namespace: string;
-          name: string;
-          nodeGroup: string;
-          spec: string;
-        }[]
-      ) {
-        rows.push([e.namespace, e.name, e.nodeGroup, e.spec.slice(0, 19)]);
-      }
-      table(rows).forEach((l) => ctx.out(l));
-    } else {
-      const rows = [["NAMESPACE", "NAME", "VIP", "PORTS", "SELECTOR"]];
-      for (
-        const e of selected as { namespace: string; name: string; vip: string; spec: string }[]
-      ) {
-        const spec = await readSpec(store, { kind: "Service", ref: e.spec });
-        rows.push([
-          e.namespace,
-          e.name,
-          e.vip,
-          spec.spec.ports.map((p) => `${p.port}/${p.protocol}`).join(","),
-          Object.entries(spec.spec.selector).map(([k, v]) => `${k}=${v}`).join(","),
-        ]);
-      }
-      table(rows).forEach((l) => ctx.out(l));
-    }
-  },
-};
-
-/** The desired-state commands. */
-export const deployCommands: Command[] = [apply, diff, del, get];
+/** The desired-state commands, and the read-only views of the cluster. */
+export const deployCommands: Command[] = [
+  apply,
+  diff,
+  del,
+  ...getCommands,
+  ...clusterViewCommands,
+];

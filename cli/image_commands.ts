@@ -9,13 +9,34 @@ import {
 } from "../core/cli_kit.ts";
 import { UsageError } from "../core/errors.ts";
 import { mirrorPathOf, parseUpstreamRef, REGISTRY_HOSTNAME } from "../core/image_ref.ts";
-import { formatBytes } from "../core/progress.ts";
+import { formatBytes, isProgressUpdate } from "../core/progress.ts";
 import { openStore } from "../core/store_url.ts";
 import { parseImageRepository } from "../core/bucket_layout.ts";
 import { checkTag } from "../core/names.ts";
-import { openImageSource } from "../registry/image_source.ts";
+import { type ImageSource, openImageSource } from "../registry/image_source.ts";
+import { type Descriptor, parseManifest } from "../registry/manifest.ts";
 import { writeImage, type WriteImageResult } from "../registry/image_writer.ts";
 import { UpstreamSource } from "../registry/upstream.ts";
+
+/** Progress lines redrawn in place on a terminal, other lines as they are. */
+function progressLog(ctx: CommandContext): (line: string) => void {
+  return (line) => (isProgressUpdate(line) ? ctx.status(line) : ctx.err(line));
+}
+
+/** The distinct blobs of a local image (every platform) and their total size. */
+async function sourceBlobs(src: ImageSource): Promise<{ count: number; bytes: number }> {
+  const root = await src.root();
+  const parsed = parseManifest(root.bytes, root.mediaType);
+  const blobs = new Map<string, Descriptor>();
+  for (const b of parsed.blobs) blobs.set(b.digest, b);
+  for (const child of parsed.manifests) {
+    const doc = await src.manifest(child);
+    for (const b of parseManifest(doc.bytes, doc.mediaType).blobs) blobs.set(b.digest, b);
+  }
+  let bytes = 0;
+  for (const b of blobs.values()) bytes += b.size;
+  return { count: blobs.size, bytes };
+}
 
 function storeOf(ctx: CommandContext) {
   const region = typeof ctx.values.region === "string" ? ctx.values.region : undefined;
@@ -71,7 +92,13 @@ Example:
     const store = storeOf(ctx);
     const src = await openImageSource(source);
     try {
-      const r = await writeImage({ store, source: src, repo, tag, log: ctx.err });
+      const { count, bytes } = await sourceBlobs(src);
+      ctx.err(
+        `pushing ${source} to ${m[1]}:${tag}: ${count} blob${count === 1 ? "" : "s"}, ${
+          formatBytes(bytes)
+        }`,
+      );
+      const r = await writeImage({ store, source: src, repo, tag, log: progressLog(ctx) });
       summary(ctx, `${REGISTRY_HOSTNAME}/${m[1]}:${tag}`, r);
     } finally {
       await src.close();
@@ -131,7 +158,7 @@ Example:
       repo,
       tag: ref.tag,
       platforms: arches.map((a) => `linux/${a}`),
-      log: ctx.err,
+      log: progressLog(ctx),
     });
     const name = `${REGISTRY_HOSTNAME}/${path}`;
     summary(ctx, ref.tag ? `${name}:${ref.tag}` : `${name}@${r.digest}`, r);

@@ -20,8 +20,25 @@ export class PodminError extends Error {
 /** Bad operator input: a flag, a file, a name. Never retried. */
 export class UsageError extends PodminError {}
 
+/** One validation problem: the field path (dotted, `[i]` for list items) and what is wrong. */
+export interface Problem {
+  path: string;
+  message: string;
+}
+
 /** Data read from the bucket or a file failed validation. Never retried. */
-export class ValidationError extends PodminError {}
+export class ValidationError extends PodminError {
+  /** The problems one by one, when the validator reports field paths. */
+  readonly problems?: Problem[];
+
+  constructor(
+    message: string,
+    options: { hint?: string; cause?: unknown; problems?: Problem[] } = {},
+  ) {
+    super(message, options);
+    this.problems = options.problems;
+  }
+}
 
 /** Base class of object store errors. */
 export class StoreError extends PodminError {

@@ -49,3 +49,14 @@ export function progress(
     },
   };
 }
+
+const SIZE = String.raw`\d+(\.\d)? (B|KiB|MiB|GiB|TiB)`;
+const UPDATE = new RegExp(`: ${SIZE}( / ${SIZE} \\(\\d+%\\))?$`);
+
+/**
+ * True for an intermediate line of `progress` (`label: 12.0 MiB / 40.0 MiB (30%)`), which a
+ * terminal may redraw in place; false for its `done` line and any other line.
+ */
+export function isProgressUpdate(line: string): boolean {
+  return UPDATE.test(line);
+}

@@ -7,7 +7,7 @@
 
 import type { Container, PodSpec, Volume } from "kubernetes-types/core/v1.d.ts";
 import { posix } from "node:path";
-import { ValidationError } from "./errors.ts";
+import { type Problem, ValidationError } from "./errors.ts";
 import { DEFAULT_NAMESPACE, isDnsLabel } from "./names.ts";
 import { compareCodeUnits } from "./canonical_json.ts";
 import { baselineViolations, POD_SECURITY_LEVELS } from "./pod_security.ts";
@@ -118,9 +118,24 @@ const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 /** Collects problems with their field paths. */
 class Problems {
   readonly list: string[] = [];
+  readonly entries: Problem[] = [];
   add(path: string, message: string): void {
     this.list.push(path ? `${path}: ${message}` : message);
+    this.entries.push({ path, message });
   }
+  /** A field that is absent ("required; RULE") or present with a bad value (echoed). */
+  invalid(path: string, value: unknown, rule: string): void {
+    this.add(
+      path,
+      value === undefined ? `required; ${rule}` : `invalid value ${shown(value)}; ${rule}`,
+    );
+  }
+}
+
+/** A value as an error message echoes it: JSON, at most 60 characters. */
+function shown(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
 type Obj = Record<string, unknown>;
@@ -201,11 +216,15 @@ function checkMetadata(p: Problems, v: unknown): Deployment["metadata"] {
   }
   checkKeys(p, "metadata", v, ["name", "namespace", "labels", "annotations"]);
   if (!isDnsLabel(v.name)) {
-    p.add("metadata.name", "required; 1-63 lower-case letters, digits and '-'");
+    p.invalid("metadata.name", v.name, "1-63 lower-case letters, digits and '-'");
   }
   const namespace = v.namespace ?? DEFAULT_NAMESPACE;
   if (!isDnsLabel(namespace)) {
-    p.add("metadata.namespace", "1-63 lower-case letters, digits and '-' (and never _system)");
+    p.invalid(
+      "metadata.namespace",
+      namespace,
+      "1-63 lower-case letters, digits and '-' (and never _system)",
+    );
   }
   const labels = checkLabels(p, "metadata.labels", v.labels);
   checkUnreserved(p, "metadata.labels", labels);
@@ -221,9 +240,9 @@ function checkMetadata(p: Problems, v: unknown): Deployment["metadata"] {
 function checkContainer(p: Problems, path: string, c: unknown, volumes: Set<string>): void {
   if (!isObj(c)) return p.add(path, "must be an object");
   for (const [k, why] of Object.entries(CONTAINER_REJECTED)) if (k in c) p.add(`${path}.${k}`, why);
-  if (!isDnsLabel(c.name)) p.add(`${path}.name`, "required; a DNS label");
+  if (!isDnsLabel(c.name)) p.invalid(`${path}.name`, c.name, "a DNS label");
   if (typeof c.image !== "string" || c.image.trim() === "" || /\s/.test(c.image)) {
-    p.add(`${path}.image`, "required; an image reference without spaces");
+    p.invalid(`${path}.image`, c.image, "an image reference without spaces");
   }
   const env = c.env;
   if (env !== undefined) {
@@ -258,7 +277,11 @@ function checkContainer(p: Problems, path: string, c: unknown, volumes: Set<stri
     else {
       ports.forEach((port, i) => {
         if (!isObj(port) || !isPort(port.containerPort)) {
-          p.add(`${path}.ports[${i}].containerPort`, "required; 1-65535");
+          p.invalid(
+            `${path}.ports[${i}].containerPort`,
+            isObj(port) ? port.containerPort : undefined,
+            "1-65535",
+          );
         } else if (
           port.protocol !== undefined && port.protocol !== "TCP" && port.protocol !== "UDP"
         ) {
@@ -280,7 +303,7 @@ function checkContainer(p: Problems, path: string, c: unknown, volumes: Set<stri
           );
         }
         if (typeof m.mountPath !== "string" || !m.mountPath.startsWith("/")) {
-          p.add(`${path}.volumeMounts[${i}].mountPath`, "required; an absolute path");
+          p.invalid(`${path}.volumeMounts[${i}].mountPath`, m.mountPath, "an absolute path");
         } else if (isReservedMountPath(m.mountPath)) {
           p.add(
             `${path}.volumeMounts[${i}].mountPath`,
@@ -314,7 +337,7 @@ function checkPodSpec(p: Problems, path: string, v: unknown): PodSpec {
       (v.volumes as Volume[]).forEach((vol, i) => {
         const vp = `${path}.volumes[${i}]`;
         if (!isObj(vol) || !isDnsLabel(vol.name)) {
-          return p.add(`${vp}.name`, "required; a DNS label");
+          return p.invalid(`${vp}.name`, isObj(vol) ? vol.name : undefined, "a DNS label");
         }
         if ((RESERVED_VOLUMES as readonly string[]).includes(vol.name)) {
           p.add(`${vp}.name`, `${vol.name} is reserved for Podmin's mounts`);
@@ -398,7 +421,7 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
     p.add("spec.podSecurity", `one of ${POD_SECURITY_LEVELS.join(", ")} (default baseline)`);
   }
   if (!isDnsLabel(spec.nodeGroup)) {
-    p.add("spec.nodeGroup", "required; the NodeGroup name (a DNS label)");
+    p.invalid("spec.nodeGroup", spec.nodeGroup, "the NodeGroup name (a DNS label)");
   }
   let secrets: SecretRef[] | undefined;
   if (spec.secrets !== undefined) {
@@ -416,7 +439,11 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
           typeof s.key !== "string" ||
           !/^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$/.test(s.key)
         ) {
-          p.add(`${sp}.key`, "required; 1-128 of [A-Za-z0-9._-], starting and ending alphanumeric");
+          p.invalid(
+            `${sp}.key`,
+            s.key,
+            "1-128 of [A-Za-z0-9._-], starting and ending alphanumeric",
+          );
         } else if (seen.has(s.key)) p.add(`${sp}.key`, `duplicate key ${s.key}`);
         seen.add(String(s.key));
         const from = s.from ?? "ssm";
@@ -506,13 +533,15 @@ function checkService(p: Problems, doc: Obj): Service {
         const pp = `spec.ports[${i}]`;
         if (!isObj(port)) return p.add(pp, "must be an object");
         checkKeys(p, pp, port, ["name", "port", "targetPort", "protocol"]);
-        if (!isPort(port.port)) p.add(`${pp}.port`, "required; 1-65535");
+        if (!isPort(port.port)) p.invalid(`${pp}.port`, port.port, "1-65535");
         const targetPort = port.targetPort ?? port.port;
         if (!isPort(targetPort)) {
-          p.add(`${pp}.targetPort`, "1-65535 (named ports are not supported)");
+          p.invalid(`${pp}.targetPort`, targetPort, "1-65535 (named ports are not supported)");
         }
         const protocol = port.protocol ?? "TCP";
-        if (protocol !== "TCP" && protocol !== "UDP") p.add(`${pp}.protocol`, "TCP or UDP");
+        if (protocol !== "TCP" && protocol !== "UDP") {
+          p.invalid(`${pp}.protocol`, protocol, "TCP or UDP");
+        }
         if (port.name !== undefined && !isDnsLabel(port.name)) p.add(`${pp}.name`, "a DNS label");
         const id = `${protocol}/${port.port}`;
         if (seen.has(id)) p.add(`${pp}.port`, `duplicate ${id}`);
@@ -548,6 +577,7 @@ export function parseResource(doc: unknown, where = ""): Resource {
     const prefix = where ? `${where}: ` : "";
     throw new ValidationError(`${prefix}${p.list.join(`\n${prefix}`)}`, {
       hint: 'fix the fields named above; see docs/spec.md, "Resources"',
+      problems: p.entries,
     });
   }
   return result;

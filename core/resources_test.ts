@@ -111,7 +111,8 @@ Deno.test("resources: Service ports default targetPort and protocol; bad ports r
       }),
     (e: Error) =>
       /spec.selector: must not be empty/.test(e.message) && /ports\[0\].port/.test(e.message) &&
-      /ports\[1\].protocol: TCP or UDP/.test(e.message),
+      /ports\[0\].port: invalid value 70000; 1-65535/.test(e.message) &&
+      /ports\[1\].protocol: invalid value "SCTP"; TCP or UDP/.test(e.message),
   );
 });
 

@@ -1,17 +1,29 @@
-/** Confirmation of destructive commands: `--yes`, or typing the cluster name on a terminal. */
+/**
+ * Confirmation before setup creates and before teardown or destroy removes: `--yes`, or an
+ * answer typed on a terminal. The question is printed without a newline, so the answer appears
+ * on the same line, as people expect from a prompt.
+ */
 
 import { UsageError } from "../../core/errors.ts";
 
-/** Resolves when confirmed; throws a UsageError otherwise. */
-export async function confirmDestructive(options: {
-  yes: boolean;
-  cluster: string;
-  what: string;
-  err: (line: string) => void;
-  /** Reads one line from the operator (tests inject it). */
+/** How the question is asked and answered (tests inject both). */
+interface Asking {
+  /** Reads one line from the operator. */
   readLine?: () => Promise<string | null>;
   isTerminal?: boolean;
-}): Promise<void> {
+  /** Writes the question (no newline added); default: stderr. */
+  prompt?: (text: string) => void;
+}
+
+/** Resolves when confirmed; throws a UsageError otherwise. */
+export async function confirmDestructive(
+  options: Asking & {
+    yes: boolean;
+    cluster: string;
+    what: string;
+    err: (line: string) => void;
+  },
+): Promise<void> {
   if (options.yes) return;
   const terminal = options.isTerminal ?? Deno.stdin.isTerminal();
   if (!terminal && !options.readLine) {
@@ -20,13 +32,44 @@ export async function confirmDestructive(options: {
     });
   }
   options.err(`This will ${options.what}.`);
-  options.err(`Type the cluster name (${options.cluster}) to confirm:`);
+  (options.prompt ?? writeStderr)(`Type the cluster name (${options.cluster}) to confirm: `);
   const line = await (options.readLine ?? readStdinLine)();
   if (line?.trim() !== options.cluster) {
     throw new UsageError("not confirmed; nothing was changed", {
       hint: `type ${options.cluster} exactly, or pass --yes`,
     });
   }
+}
+
+/** Asks `question [y/N]` unless `yes`; resolves on y or yes, throws a UsageError otherwise. */
+export async function confirmPlan(
+  options: Asking & {
+    yes: boolean;
+    question: string;
+    /** `create cluster prod`: for the refusal without a terminal. */
+    what: string;
+  },
+): Promise<void> {
+  if (options.yes) return;
+  const terminal = options.isTerminal ?? Deno.stdin.isTerminal();
+  if (!terminal && !options.readLine) {
+    throw new UsageError(`refusing to ${options.what} without confirmation`, {
+      hint: "pass --yes (there is no terminal to ask on)",
+    });
+  }
+  (options.prompt ?? writeStderr)(`${options.question} [y/N] `);
+  const line = (await (options.readLine ?? readStdinLine)())?.trim().toLowerCase();
+  if (line !== "y" && line !== "yes") {
+    throw new UsageError("not confirmed; nothing was created", {
+      hint: "answer y to go ahead, or pass --yes",
+    });
+  }
+}
+
+function writeStderr(text: string): void {
+  const bytes = new TextEncoder().encode(text);
+  let off = 0;
+  while (off < bytes.length) off += Deno.stderr.writeSync(bytes.subarray(off));
 }
 
 async function readStdinLine(): Promise<string | null> {

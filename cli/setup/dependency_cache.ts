@@ -40,6 +40,12 @@ export class DependencyCache {
     this.#options = options;
   }
 
+  /** What to do when a download fails: the network, or this cache seeded by hand. */
+  #seedHint(): string {
+    return `check the network, or pre-seed the cache ${this.#options.dir} ($PODMIN_CACHE_DIR; ` +
+      "default ~/.cache/podmin/dependencies) with the pinned file as sha256/<its sha256>";
+  }
+
   /** The path of a digest's entry. */
   pathOf(sha256: string): string {
     return path.join(this.#options.dir, "sha256", sha256);
@@ -182,13 +188,15 @@ export class DependencyCache {
       throw new UnavailableError(
         `${o.label}: download of ${o.url} failed: ${(err as Error).message}`,
         {
-          hint: "check the network, or pre-seed the cache with the pinned file",
+          hint: this.#seedHint(),
         },
       );
     }
     if (!res.ok || !res.body) {
       await res.body?.cancel();
-      throw new UnavailableError(`${o.label}: ${o.url} answered ${res.status}`);
+      throw new UnavailableError(`${o.label}: ${o.url} answered ${res.status}`, {
+        hint: this.#seedHint(),
+      });
     }
     return res;
   }

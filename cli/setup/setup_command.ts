@@ -47,7 +47,7 @@ import { PodminError, PreconditionFailedError, UsageError } from "../../core/err
 import { mirrorPathOf, parseUpstreamRef } from "../../core/image_ref.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { sha256Hex } from "../../core/digest.ts";
-import { formatBytes } from "../../core/progress.ts";
+import { formatBytes, isProgressUpdate } from "../../core/progress.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_index.ts";
 import { openStore } from "../../core/store_url.ts";
@@ -86,14 +86,18 @@ import {
   wantedDependencies,
 } from "./dependency_sync.ts";
 import { DEFAULT_CATALOG } from "./default_catalog.ts";
-import { parseSetupFlags, resolveZones, type SetupFlags } from "./setup_flags.ts";
+import { parseSetupFlags, resolveZones, SETUP_DEFAULTS, type SetupFlags } from "./setup_flags.ts";
 import { tofuApply } from "./tofu_runner.ts";
+import { confirmPlan } from "./confirm.ts";
 import { CAPACITY_TIMEOUTS, waitForCapacity } from "./wait_capacity.ts";
 import { defaultWorkDir } from "./work_dir.ts";
 
 /** Dependencies injected by tests. */
 export interface SetupDeps {
   tofuBinary?: string;
+  /** Reads the operator's answer to the confirmation (tests inject it). */
+  readLine?: () => Promise<string | null>;
+  isTerminal?: boolean;
   /** Capacity poll interval (tests shorten it). */
   capacityPollMs?: number;
 }
@@ -292,7 +296,7 @@ export function setupCommands(deps: SetupDeps = {}): Command[] {
     name: "setup",
     summary: "create or update a cluster: dependencies, CAs, OpenTofu infrastructure, rollout",
     help:
-      `Usage: podmin setup --cluster ID --region REGION --vpc-cidr CIDR --nodegroup SPEC… [flags]
+      `Usage: podmin setup [--cluster ID] [--region REGION] --vpc-cidr CIDR --nodegroup SPEC… [flags]
 
 Publishes the pinned node dependencies to the cluster bucket (uploading only
 what the published manifest lacks, the manifest last, by conditional write),
@@ -302,8 +306,15 @@ configuration, saves it to the bucket (infra/) and locally, applies it and
 waits for healthy capacity. Re-running setup with changed dependencies or
 user-data rolls the VMs (ASG instance refresh).
 
+Before creating anything it prints the plan (cluster, bucket, region, VPC,
+AMIs, NodeGroups, NAT64 instances) and asks on the terminal; --yes skips the
+question, and without a terminal --yes is required.
+
 Flags:
-  --cluster ID                     cluster id (DNS label)
+  --cluster ID                     cluster id (DNS label; default "${SETUP_DEFAULTS.cluster}"); the
+                                   bucket is s3://podmin-ID unless --bucket names one
+  --region REGION                  default: $AWS_REGION, the AWS profile's region
+                                   (~/.aws/config, $AWS_CONFIG_FILE, $AWS_PROFILE), then us-east-1
   --vpc-cidr CIDR                  primary IPv4 CIDR of the VPC to reuse or create
   --nodegroup NAME[,size=N,disk-size=GIB,instance-type=TYPE,zone=ZONE,nat64=TYPE]
                                    repeatable; defaults size=1, disk-size=20, instance-type=t4g.medium,
@@ -326,8 +337,14 @@ Flags:
   --mirror-plain-http              fetch the sandbox image over http:// (local test registries)
   --work-dir DIR                   local copy of the configuration (default ~/.local/share/podmin/<cluster>)
   --dry-run --out DIR              write config, user-data and dependency plan under DIR; touch nothing
+  --yes                            do not ask before creating (needed without a terminal)
 
-Example:
+NodeGroup size=0 is allowed: the group exists without VMs until you raise it.
+Downloads are cached in $PODMIN_CACHE_DIR (default ~/.cache/podmin).
+
+Examples:
+  podmin setup --vpc-cidr 10.0.0.0/16 --nat64 --nodegroup default \\
+    --nodegroup workers,size=3,disk-size=100,instance-type=c8g.large,zone=b,nat64=t4g.small
   podmin setup --cluster demo --region us-east-1 --vpc-cidr 10.0.0.0/16 --nat64 \\
     --nodegroup default --nodegroup workers,size=3,instance-type=c8g.large,zone=b --dry-run --out ./plan`,
     options: {
@@ -347,6 +364,7 @@ Example:
       "work-dir": { type: "string" },
       "dry-run": { type: "boolean", default: false },
       out: { type: "string" },
+      yes: { type: "boolean", default: false },
     },
     // `--nat64` alone is valid: give it an empty value so the parser accepts it.
     rewriteArgs: (args) => args.map((a) => (a === "--nat64" ? "--nat64=" : a)),
@@ -364,6 +382,7 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
   const plan = await planSetup(ctx);
   if (plan.dryRun) {
     const resolved = previewCluster(plan);
+    for (const line of planSummary(plan, resolved)) ctx.out(line);
     const published = await previewDependencies(plan);
     const rendered = renderConfig({ plan, resolved, published });
     await writeDryRun(plan.out!, {
@@ -375,14 +394,30 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
       plan: published.plan,
       missing: plan.agents.missing,
     });
+    const files = [
+      ...Object.keys(rendered.userData),
+      ...(rendered.natUserData ? ["nat64"] : []),
+    ].map((n) => `${n}.sh`);
     ctx.out(
-      `dry run: wrote ${plan.out}/main.tf.json, ${
-        Object.keys(rendered.userData).length
-      } user-data file(s) and dependencies.json; nothing was changed`,
+      `dry run: wrote ${plan.out}/main.tf.json, ${files.length} user-data file${
+        files.length === 1 ? "" : "s"
+      } (${files.join(", ")}) and dependencies.json; nothing was changed`,
     );
     return 0;
   }
   const resolved = await resolveCluster(plan);
+  const bucketExists = await bucketExistsIn(plan.store);
+  for (const line of planSummary(plan, resolved, { bucketExists })) ctx.out(line);
+  const verb = bucketExists ? "update" : "create";
+  await confirmPlan({
+    yes: booleanFlag(ctx, "yes"),
+    question: `${verb[0].toUpperCase()}${
+      verb.slice(1)
+    } cluster ${plan.flags.cluster} as planned above?`,
+    what: `${verb} cluster ${plan.flags.cluster}`,
+    readLine: deps.readLine,
+    isTerminal: deps.isTerminal,
+  });
   const published = await publish(plan);
   const rendered = renderConfig({ plan, resolved, published });
   await applyConfig({ plan, rendered, deps });
@@ -397,6 +432,10 @@ async function runSetup(ctx: CommandContext, deps: SetupDeps): Promise<number> {
 interface SetupPlan {
   flags: SetupFlags;
   region: string;
+  /** Where the region came from, for the summary. */
+  regionSource: string;
+  /** True when --cluster was not given (the documented default was used). */
+  clusterDefaulted: boolean;
   dryRun: boolean;
   /** --out of a dry run. */
   out?: string;
@@ -418,7 +457,7 @@ interface SetupPlan {
 
 /** Phase 1: flags checked, local artefacts read, the wanted dependency set. */
 async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
-  const region = stringFlag(ctx, "region") ?? Deno.env.get("AWS_REGION") ?? "us-east-1";
+  const { region, source: regionSource } = await resolveRegion(stringFlag(ctx, "region"));
   const flags = parseSetupFlags({
     cluster: stringFlag(ctx, "cluster"),
     region,
@@ -489,11 +528,14 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
   return {
     flags,
     region,
+    regionSource,
+    clusterDefaulted: stringFlag(ctx, "cluster") === undefined,
     dryRun,
     out,
     bucket: bucketUrl.slice(5),
     store: openStore(bucketUrl, { region }),
-    log: ctx.err,
+    // Download and upload progress is redrawn in place on a terminal.
+    log: (l) => (isProgressUpdate(l) ? ctx.status(l) : ctx.err(l)),
     sandboxImage: stringFlag(ctx, "sandbox-image") ?? DEFAULT_SANDBOX_IMAGE,
     mirrorPlainHttp: booleanFlag(ctx, "mirror-plain-http"),
     workDir: stringFlag(ctx, "work-dir") ?? defaultWorkDir(flags.cluster),
@@ -506,6 +548,96 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
   };
 }
 
+/**
+ * The region: --region, then the standard AWS configuration chain (AWS_REGION, the profile's
+ * region in the shared config file, as the AWS SDK resolves it; AWS_DEFAULT_REGION too), then
+ * us-east-1.
+ */
+async function resolveRegion(flag?: string): Promise<{ region: string; source: string }> {
+  if (flag) return { region: flag, source: "--region" };
+  for (const name of ["AWS_REGION", "AWS_DEFAULT_REGION"]) {
+    const v = Deno.env.get(name);
+    if (v) return { region: v, source: `from $${name}` };
+  }
+  try {
+    const region = await new SSMClient({}).config.region();
+    if (region) return { region, source: "from the AWS configuration" };
+  } catch { /* no region configured */ }
+  return { region: "us-east-1", source: "the default; no region in the AWS configuration" };
+}
+
+/** True when the cluster bucket exists (a real setup's plan says whether it creates it). */
+async function bucketExistsIn(store: ObjectStore): Promise<boolean> {
+  if (!(store instanceof S3Store)) return true;
+  try {
+    await store.client.send(new HeadBucketCommand({ Bucket: store.bucket }));
+    return true;
+  } catch (err) {
+    const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+    if (status === 404) return false;
+    throw new PodminError(`cannot reach ${store.url}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** What setup will create (or a dry run would): one `Key: value` line per item. */
+function planSummary(
+  plan: SetupPlan,
+  resolved: ResolvedCluster,
+  real?: { bucketExists: boolean },
+): string[] {
+  const { flags } = plan;
+  const lines: [string, string][] = [
+    [
+      "Cluster",
+      `${flags.cluster} (${
+        plan.clusterDefaulted ? "the default; --cluster ID to choose" : "--cluster"
+      })`,
+    ],
+    [
+      "Bucket",
+      `s3://${plan.bucket}${real ? (real.bucketExists ? " (exists)" : " (will be created)") : ""}`,
+    ],
+    ["Region", `${plan.region} (${plan.regionSource})`],
+    [
+      "VPC",
+      real
+        ? resolved.existingVpc
+          ? `reuse ${resolved.existingVpc.id} (never deleted by Podmin)`
+          : `new ${flags.vpcCidr}`
+        : `${flags.vpcCidr} (setup reuses a VPC with exactly this CIDR, else creates one)`,
+    ],
+  ];
+  for (const arch of plan.allArches) {
+    const given = plan.amiFlags[arch];
+    lines.push([
+      `AMI ${arch}`,
+      given
+        ? `${given} (--ami)`
+        : real
+        ? `${resolved.amiIds[arch]} (Debian 12 from ${debianAmiParameter(arch)})`
+        : `placeholder ${DRY_RUN_AMI} (setup reads ${debianAmiParameter(arch)})`,
+    ]);
+  }
+  for (const ng of flags.nodeGroups) {
+    lines.push([
+      `NodeGroup ${ng.name}`,
+      `${ng.size} x ${ng.instanceType} (${ng.architecture}), ${ng.diskSizeGiB} GiB, zone ${
+        resolved.zones.get(ng.name)
+      }${ng.size === 0 ? "; size=0: no VMs until you raise size" : ""}`,
+    ]);
+  }
+  const nat = [
+    ...(flags.nat64 ? [`shared ${flags.nat64.instanceType} per zone`] : []),
+    ...flags.nodeGroups.filter((ng) => ng.nat64).map((ng) => `${ng.name}: dedicated ${ng.nat64}`),
+  ];
+  lines.push(["NAT64", nat.join("; ") || "none"]);
+  for (const arch of plan.agents.missing) {
+    lines.push([`podmin-agent ${arch}`, "not built yet: run 'deno task bundle' before setup"]);
+  }
+  const width = Math.max(...lines.map(([k]) => k.length)) + 2;
+  return lines.map(([k, v]) => `${`${k}:`.padEnd(width)}${v}`);
+}
+
 /** Zones, the VPC to reuse and the AMIs: looked up in AWS, or stand-ins for a dry run. */
 interface ResolvedCluster {
   zones: Map<string, string>;
@@ -515,14 +647,7 @@ interface ResolvedCluster {
 
 /** Phase 2 of a dry run: the cluster as a preview (no AWS call). */
 function previewCluster(plan: SetupPlan): ResolvedCluster {
-  const { agents, flags, region } = plan;
-  if (agents.missing.length) {
-    plan.log(
-      `note: no podmin-agent for ${
-        agents.missing.join(", ")
-      } (run 'deno task bundle' or 'deno task compile', or pass --agent-binary); the plan lists it as missing`,
-    );
-  }
+  const { flags, region } = plan;
   return {
     zones: resolveZones(flags, ["a", "b", "c", "d", "e", "f"].map((l) => `${region}${l}`)),
     amiIds: Object.fromEntries(plan.allArches.map((a) => [a, plan.amiFlags[a] ?? DRY_RUN_AMI])),
@@ -534,8 +659,7 @@ async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
   const { agents, flags, region, log } = plan;
   if (agents.missing.length) {
     throw new UsageError(`no podmin-agent for ${agents.missing.join(", ")}`, {
-      hint:
-        "run 'deno task bundle' (runtime-plus-bundle) or 'deno task compile', or pass --agent-binary ARCH=PATH",
+      hint: "run 'deno task bundle' (runtime-plus-bundle), or pass --agent-binary ARCH=PATH",
     });
   }
   if (flags.workloadCaPublish) await checkPublishBucket(plan.store, flags.workloadCaPublish.bucket);

@@ -51,6 +51,8 @@ export interface SetupFlags {
 
 /** Defaults from the product documents. */
 export const SETUP_DEFAULTS = {
+  /** The cluster id when --cluster is not given (its bucket: s3://podmin-default). */
+  cluster: "default",
   nodeGroupSize: 1,
   diskSizeGiB: 20,
   instanceType: "t4g.medium",
@@ -183,10 +185,9 @@ export interface RawSetupFlags {
 
 /** Validates everything and returns the setup request. */
 export function parseSetupFlags(raw: RawSetupFlags): SetupFlags {
-  if (!raw.cluster) throw new UsageError("--cluster is required", { hint: "e.g. --cluster prod" });
   const cluster = (() => {
     try {
-      return checkClusterId(raw.cluster);
+      return checkClusterId(raw.cluster ?? SETUP_DEFAULTS.cluster);
     } catch (err) {
       throw new UsageError(`--cluster: ${(err as Error).message}`);
     }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseSetupFlags, resolveZones } from "./setup_flags.ts";
+import { parseSetupFlags, resolveZones, SETUP_DEFAULTS } from "./setup_flags.ts";
 
 const base = {
   cluster: "prod",
@@ -70,4 +70,11 @@ Deno.test("setup flags: precise errors for bad input", () => {
     () => resolveZones(parseSetupFlags({ ...base, nodeGroups: ["w,zone=d"] }), ["us-east-1a"]),
     /not an available zone/,
   );
+});
+
+Deno.test("setup flags: without --cluster the documented default cluster id is used", () => {
+  const f = parseSetupFlags({ ...base, cluster: undefined });
+  assert.equal(f.cluster, "default");
+  assert.equal(f.cluster, SETUP_DEFAULTS.cluster);
+  assert.equal(parseSetupFlags({ ...base, nodeGroups: ["idle,size=0"] }).nodeGroups[0].size, 0);
 });

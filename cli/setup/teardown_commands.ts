@@ -45,10 +45,7 @@ export async function teardownInfra(options: {
   tofuBinary?: string;
 }): Promise<boolean> {
   const saved = await getIfExists(options.store, INFRA_CONFIG);
-  if (!saved) {
-    options.log(`no ${INFRA_CONFIG} in ${options.store.url}: no infrastructure to tear down`);
-    return false;
-  }
+  if (!saved) return false;
   await Deno.mkdir(options.workDir, { recursive: true });
   await Deno.writeFile(path.join(options.workDir, "main.tf.json"), saved.body);
   options.log(
@@ -102,7 +99,10 @@ images, dependencies), the CA parameters and reused VPCs.
 Flags:
   --cluster ID     the cluster
   --yes            do not ask for confirmation
-  --work-dir DIR   where the configuration is unpacked (default ~/.local/share/podmin/<cluster>)`,
+  --work-dir DIR   where the configuration is unpacked (default ~/.local/share/podmin/<cluster>)
+
+Example:
+  podmin --bucket s3://podmin-prod teardown --cluster prod`,
     options: {
       cluster: { type: "string" },
       yes: { type: "boolean", default: false },
@@ -119,9 +119,17 @@ Flags:
         readLine: deps.readLine,
         isTerminal: deps.isTerminal,
       });
-      await teardownInfra({ store, cluster, workDir, log: ctx.err, tofuBinary: deps.tofuBinary });
+      const removed = await teardownInfra({
+        store,
+        cluster,
+        workDir,
+        log: ctx.err,
+        tofuBinary: deps.tofuBinary,
+      });
       ctx.out(
-        `cluster ${cluster}: infrastructure removed; kept ${store.url}, /${cluster}/_system/* and images`,
+        removed
+          ? `cluster ${cluster}: infrastructure removed; kept ${store.url}, /${cluster}/_system/* and images`
+          : `cluster ${cluster}: no infrastructure to tear down (no ${INFRA_CONFIG} in ${store.url}); nothing was changed`,
       );
     },
   };
@@ -133,7 +141,15 @@ Flags:
 Tears the infrastructure down (as podmin teardown), deletes the CA parameters
 /<cluster>/_system/workload-ca-key and /<cluster>/_system/cluster-ca, then
 every object of the bucket and the bucket itself. Reused VPCs and the
---workload-ca-publish object are never deleted.`,
+--workload-ca-publish object are never deleted.
+
+Flags:
+  --cluster ID     the cluster
+  --yes            do not ask for confirmation
+  --work-dir DIR   where the configuration is unpacked (default ~/.local/share/podmin/<cluster>)
+
+Example:
+  podmin --bucket s3://podmin-prod destroy --cluster prod`,
     options: {
       cluster: { type: "string" },
       yes: { type: "boolean", default: false },
@@ -150,7 +166,11 @@ every object of the bucket and the bucket itself. Reused VPCs and the
         readLine: deps.readLine,
         isTerminal: deps.isTerminal,
       });
-      await teardownInfra({ store, cluster, workDir, log: ctx.err, tofuBinary: deps.tofuBinary });
+      if (
+        !await teardownInfra({ store, cluster, workDir, log: ctx.err, tofuBinary: deps.tofuBinary })
+      ) {
+        ctx.err(`no ${INFRA_CONFIG} in ${store.url}: no infrastructure to tear down`);
+      }
       const deleted = await deleteClusterCas({
         ssm: new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) }),
         cluster,

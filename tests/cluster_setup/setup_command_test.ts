@@ -144,6 +144,7 @@ testWith(
         "--bucket",
         `s3://${bucket}`,
         "setup",
+        "--yes",
         "--cluster",
         "prod",
         "--region",

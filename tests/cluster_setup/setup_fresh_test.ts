@@ -151,6 +151,7 @@ testWith(
       const args = [
         ...common,
         "setup",
+        "--yes",
         "--cluster",
         "fresh",
         "--region",

@@ -268,8 +268,8 @@ for (const backend of backends) {
     );
     const r = await podmin(["--bucket", c.url, "apply", "-f", file]);
     assert.equal(r.code, 1);
-    assert.match(r.stderr, /bad\.yaml: document 2: metadata\.name: required/);
-    assert.match(r.stderr, /bad\.yaml: document 2: spec\.nodeGroup: required/);
+    assert.match(r.stderr, /bad\.yaml:\d+:\d+: document 2: metadata\.name: invalid value "Bad"/);
+    assert.match(r.stderr, /bad\.yaml:\d+:\d+: document 2: spec\.nodeGroup: required/);
     assert.doesNotMatch(r.stderr, /^ {4}at /m, "no stack trace without --debug");
     assert.equal(await getIfExists(c.store, DEPLOYMENT_INDEX), undefined);
     const usage = await podmin(["--bucket", c.url, "apply"]);

@@ -1,0 +1,106 @@
+/** `podmin images` and `podmin status`: the cluster as its bucket shows it. */
+
+import { type Command, stringFlag } from "../core/cli_kit.ts";
+import { UsageError } from "../core/errors.ts";
+import { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
+import type { Deployment } from "../core/resources.ts";
+import {
+  countNodeRecords,
+  listTags,
+  missingImages,
+  NO_NODE_RECORDS,
+  readObjects,
+  storeOf,
+} from "./cluster_reads.ts";
+import { table } from "./get_commands.ts";
+
+const images: Command = {
+  name: "images",
+  summary: "list the repositories and tags of the image store",
+  help: `Usage: podmin images [-o table|json]
+
+Lists every tag of the image store (apps/ from 'podmin push', mirror/ from
+'podmin mirror' and setup) with the digest of the tagged manifest, as Pods
+reference them (${REGISTRY_HOSTNAME}/…). Listing is the CLI's job: the
+node registry never lists tags.
+
+Flags:
+  -o, --output FORMAT  table (default) or json (repository, tag, full digest)
+
+Example:
+  podmin --bucket s3://my-cluster images`,
+  options: { output: { type: "string", short: "o", default: "table" } },
+  async run(ctx) {
+    const output = stringFlag(ctx, "output") ?? "table";
+    if (output !== "table" && output !== "json") {
+      throw new UsageError(`-o: unknown output format ${JSON.stringify(output)}`, {
+        hint: "use table or json",
+      });
+    }
+    const tags = await listTags(storeOf(ctx));
+    if (output === "json") {
+      ctx.out(JSON.stringify(tags, null, 2));
+      return;
+    }
+    if (!tags.length) {
+      ctx.err("no images in the store (add them with 'podmin push' or 'podmin mirror')");
+      return;
+    }
+    const rows = [["REPOSITORY", "TAG", "DIGEST"]];
+    for (const t of tags) {
+      rows.push([`${REGISTRY_HOSTNAME}/${t.repository}`, t.tag, t.digest.slice(0, 19)]);
+    }
+    table(rows).forEach((l) => ctx.out(l));
+  },
+};
+
+const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
+
+const status: Command = {
+  name: "status",
+  summary: "summarise the cluster: nodes, Deployments, Services, images",
+  help: `Usage: podmin status
+
+A summary of what the bucket holds: the Deployments per NodeGroup, the
+Services, the image store, and the Podmin images Deployments reference that
+the store lacks (their Pods cannot start). Which nodes run what comes from
+node records under dns/nodes/, which agents do not write yet.
+
+Example:
+  podmin --bucket s3://my-cluster status`,
+  options: {},
+  async run(ctx) {
+    const store = storeOf(ctx);
+    const deployments = await readObjects(store, "Deployment");
+    const services = await readObjects(store, "Service");
+    const tags = await listTags(store);
+    const nodes = await countNodeRecords(store);
+    const missing = await missingImages(store, deployments.map((d) => d.spec as Deployment));
+    const perGroup = new Map<string, number>();
+    for (const d of deployments) perGroup.set(d.nodeGroup!, (perGroup.get(d.nodeGroup!) ?? 0) + 1);
+    const groups = [...perGroup].sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([g, n]) => `NodeGroup ${g}: ${n}`).join(", ");
+    const line = (key: string, value: string) =>
+      ctx.out(`${`${key}:`.padEnd(14)}${value}`.trimEnd());
+    line("Bucket", store.url);
+    line(
+      "Nodes",
+      nodes === 0
+        ? NO_NODE_RECORDS
+        : `${plural(nodes, "node record")} under dns/nodes/; this podmin does not read them yet`,
+    );
+    line("Deployments", `${deployments.length}${groups ? ` (${groups})` : ""}`);
+    line("Services", String(services.length));
+    const repos = new Set(tags.map((t) => t.repository)).size;
+    line("Images", `${plural(repos, "repository", "repositories")}, ${plural(tags.length, "tag")}`);
+    if (!missing.length) {
+      ctx.out("Images missing from the store: none");
+      return;
+    }
+    ctx.out("Images missing from the store:");
+    for (const m of missing) ctx.out(`  ${m.image} (${m.namespace}/${m.name})`);
+  },
+};
+
+/** The cluster summary commands. */
+export const clusterViewCommands: Command[] = [status, images];

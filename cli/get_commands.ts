@@ -1,0 +1,300 @@
+/** `podmin get` and `podmin describe`: Deployments and Services as the bucket holds them. */
+
+import { stringify } from "yaml";
+import { closest, type Command, type CommandContext, stringFlag } from "../core/cli_kit.ts";
+import { UsageError } from "../core/errors.ts";
+import { checkNamespace, DEFAULT_NAMESPACE } from "../core/names.ts";
+import type { ObjectStore } from "../core/object_store.ts";
+import type { Deployment, Resource, Service } from "../core/resources.ts";
+import {
+  countNodeRecords,
+  imagesOf,
+  kindOf,
+  NO_NODE_RECORDS,
+  readObject,
+  readObjects,
+  selects,
+  type StoredObject,
+  storeHolds,
+  storeImageOf,
+  storeOf,
+} from "./cluster_reads.ts";
+import { parseLabelSelector } from "./label_selector.ts";
+
+/** Aligned columns, three spaces apart. */
+export function table(rows: string[][]): string[] {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join("   ").trimEnd());
+}
+
+const labelText = (labels: Record<string, string> | undefined) =>
+  Object.entries(labels ?? {}).map(([k, v]) => `${k}=${v}`).join(",") || "<none>";
+
+/** The document `get -o yaml|json` prints: the spec, and for Services the read-only VIP. */
+function documentOf(o: StoredObject): Resource & { status?: { vip: string } } {
+  return o.vip ? { ...o.spec, status: { vip: o.vip } } : o.spec;
+}
+
+const OUTPUTS = ["table", "wide", "json", "yaml", "name"];
+
+const get: Command = {
+  name: "get",
+  summary: "list Deployments or Services",
+  help: `Usage: podmin get KIND [NAME…] [-n NS | -A] [-l SELECTOR] [-o table|wide|json|yaml|name]
+
+KIND is deployments (deployment, deploy) or services (service, svc). Without
+NAME every object is listed, in all namespaces unless -n is given; NAMEs are
+looked up in -n's namespace (default "default").
+
+Flags:
+  -n, --namespace NS        only this namespace
+  -A, --all-namespaces      every namespace (the default when listing)
+  -l, --selector SELECTOR   metadata.labels match: k=v, k!=v, k, !k, k in (a,b),
+                            k notin (a,b), comma-separated (all must hold)
+  -o, --output FORMAT       table (default); wide (adds images or selected
+                            Deployments, and labels); json or yaml (the stored
+                            specs, Services with status.vip: 'apply -f -' takes
+                            them back unchanged); name (KIND/NAME lines)
+
+Examples:
+  podmin --bucket s3://my-cluster get deployments
+  podmin --bucket s3://my-cluster get deploy web -n default -o yaml
+  podmin --bucket s3://my-cluster get svc -A -l app=web -o wide`,
+  options: {
+    namespace: { type: "string", short: "n" },
+    "all-namespaces": { type: "boolean", short: "A", default: false },
+    selector: { type: "string", short: "l" },
+    output: { type: "string", short: "o", default: "table" },
+  },
+  positionals: true,
+  words: ["deployments", "services"],
+  async run(ctx) {
+    const [kindArg, ...names] = ctx.positionals;
+    const kind = kindOf(kindArg, "get");
+    const output = stringFlag(ctx, "output") ?? "table";
+    if (!OUTPUTS.includes(output)) {
+      const near = closest(output, OUTPUTS);
+      throw new UsageError(
+        `-o: unknown output format ${JSON.stringify(output)}${
+          near ? `; did you mean ${near}?` : ""
+        }`,
+        {
+          hint: `use ${OUTPUTS.join(", ")}`,
+        },
+      );
+    }
+    const nsFlag = stringFlag(ctx, "namespace");
+    if (nsFlag !== undefined && ctx.values["all-namespaces"] === true) {
+      throw new UsageError("give -A and -n NS, not both", {
+        hint: "-A lists every namespace, -n one",
+      });
+    }
+    const selectorText = stringFlag(ctx, "selector");
+    const selector = selectorText === undefined ? undefined : parseLabelSelector(selectorText);
+    const ns = nsFlag !== undefined
+      ? checkNamespace(nsFlag)
+      : names.length
+      ? DEFAULT_NAMESPACE
+      : undefined;
+    const store = storeOf(ctx);
+    let objects: StoredObject[];
+    if (names.length) {
+      objects = [];
+      for (const name of names) {
+        objects.push(await readObject(store, { kind, namespace: ns!, name }));
+      }
+    } else objects = await readObjects(store, kind, ns);
+    if (selector) objects = objects.filter((o) => selector(o.spec.metadata.labels ?? {}));
+    const single = names.length === 1;
+    switch (output) {
+      case "json": {
+        const docs = objects.map(documentOf);
+        const value = single ? docs[0] : { apiVersion: "podmin.dev/v1", kind: "List", items: docs };
+        ctx.out(JSON.stringify(value, null, 2));
+        return;
+      }
+      case "yaml":
+        if (objects.length) {
+          ctx.out(objects.map((o) => stringify(documentOf(o)).trimEnd()).join("\n---\n"));
+        }
+        return;
+      case "name":
+        for (const o of objects) ctx.out(`${kind.toLowerCase()}/${o.name}`);
+        return;
+    }
+    if (objects.length === 0) {
+      ctx.err(`no ${kind.toLowerCase()}s found${ns ? ` in namespace ${ns}` : ""}`);
+      return;
+    }
+    const wide = output === "wide";
+    if (kind === "Deployment") {
+      const rows = [[
+        "NAMESPACE",
+        "NAME",
+        "NODEGROUP",
+        "SPEC",
+        ...(wide ? ["IMAGES", "LABELS"] : []),
+      ]];
+      for (const o of objects) {
+        const d = o.spec as Deployment;
+        rows.push([
+          o.namespace,
+          o.name,
+          o.nodeGroup!,
+          o.ref.slice(0, 19),
+          ...(wide
+            ? [imagesOf(d).map((u) => u.image).join(","), labelText(d.metadata.labels)]
+            : []),
+        ]);
+      }
+      table(rows).forEach((l) => ctx.out(l));
+      return;
+    }
+    const deployments = wide ? await readObjects(store, "Deployment") : [];
+    const rows = [[
+      "NAMESPACE",
+      "NAME",
+      "VIP",
+      "PORTS",
+      "SELECTOR",
+      ...(wide ? ["DEPLOYMENTS"] : []),
+    ]];
+    for (const o of objects) {
+      const s = o.spec as Service;
+      rows.push([
+        o.namespace,
+        o.name,
+        o.vip!,
+        s.spec.ports.map((p) => `${p.port}/${p.protocol}`).join(","),
+        labelText(s.spec.selector),
+        ...(wide ? [selectedBy(s, deployments).map((d) => d.name).join(",") || "<none>"] : []),
+      ]);
+    }
+    table(rows).forEach((l) => ctx.out(l));
+  },
+};
+
+/** The Deployments of the Service's namespace whose Pods its selector selects. */
+function selectedBy(service: Service, deployments: StoredObject[]): StoredObject[] {
+  return deployments.filter((d) =>
+    d.namespace === service.metadata.namespace && selects(service, d.spec as Deployment)
+  );
+}
+
+/** `Key:` padded to one column. */
+function field(out: (l: string) => void, key: string, value: string): void {
+  out(`${`${key}:`.padEnd(22)}${value}`);
+}
+
+async function nodesLine(store: ObjectStore): Promise<string> {
+  const n = await countNodeRecords(store);
+  return n === 0
+    ? NO_NODE_RECORDS
+    : `${n} node record(s) under dns/nodes/; this podmin does not read them yet`;
+}
+
+async function describeDeployment(ctx: CommandContext, store: ObjectStore, o: StoredObject) {
+  const d = o.spec as Deployment;
+  const out = ctx.out;
+  field(out, "Name", o.name);
+  field(out, "Namespace", o.namespace);
+  field(out, "Kind", "Deployment");
+  field(out, "NodeGroup", d.spec.nodeGroup);
+  field(out, "Spec digest", o.ref);
+  field(out, "Labels", labelText(d.metadata.labels));
+  field(out, "Pod labels", labelText(d.spec.template.metadata?.labels));
+  field(out, "Pod security", d.spec.podSecurity ?? "baseline");
+  out("Containers:");
+  for (const use of imagesOf(d)) {
+    const container = use.field.includes("initContainers") ? " (init)" : "";
+    const index = Number(/\[(\d+)\]/.exec(use.field)![1]);
+    const c = (use.field.includes("initContainers")
+      ? d.spec.template.spec.initContainers!
+      : d.spec.template.spec.containers)[index];
+    const ref = storeImageOf(use.image);
+    const where = ref
+      ? (await storeHolds(store, ref)) ? " (in the image store)" : " (not in the image store)"
+      : " (upstream)";
+    out(`  ${c.name}${container}: ${use.image}${where}`);
+  }
+  field(
+    out,
+    "Secrets",
+    (d.spec.secrets ?? []).map((s) => `${s.key} (${s.from})`).join(", ") || "<none>",
+  );
+  const services = (await readObjects(store, "Service", o.namespace))
+    .filter((s) => selects(s.spec as Service, d));
+  field(
+    out,
+    "Services",
+    services.map((s) => `${s.namespace}/${s.name} (VIP ${s.vip})`).join(", ") || "<none>",
+  );
+  field(out, "Nodes", await nodesLine(store));
+}
+
+async function describeService(ctx: CommandContext, store: ObjectStore, o: StoredObject) {
+  const s = o.spec as Service;
+  const out = ctx.out;
+  field(out, "Name", o.name);
+  field(out, "Namespace", o.namespace);
+  field(out, "Kind", "Service");
+  field(out, "Spec digest", o.ref);
+  field(out, "Labels", labelText(s.metadata.labels));
+  field(out, "VIP", o.vip!);
+  field(
+    out,
+    "Ports",
+    s.spec.ports.map((p) =>
+      `${p.name ? `${p.name} ` : ""}${p.port}/${p.protocol} -> ${p.targetPort}`
+    )
+      .join(", "),
+  );
+  field(out, "Selector", labelText(s.spec.selector));
+  const selected = selectedBy(s, await readObjects(store, "Deployment", o.namespace));
+  field(
+    out,
+    "Selected Deployments",
+    selected.map((d) => `${d.namespace}/${d.name} (NodeGroup ${d.nodeGroup})`).join(", ") ||
+      "<none>",
+  );
+  field(out, "Endpoints", await nodesLine(store));
+}
+
+const describe: Command = {
+  name: "describe",
+  summary: "show one Deployment or Service in detail",
+  help: `Usage: podmin describe deployment|service NAME [-n NS]
+
+A Deployment: NodeGroup, spec digest, labels, each container's image and
+whether the image store holds it, declared secrets, the Services selecting it.
+A Service: VIP, ports, selector and the Deployments it selects. Which nodes
+run a Deployment (and the Service endpoints) come from node records, which
+agents do not write yet.
+
+Flags:
+  -n, --namespace NS  namespace (default "default")
+
+Examples:
+  podmin --bucket s3://my-cluster describe deployment web
+  podmin --bucket s3://my-cluster describe svc web -n staging`,
+  options: { namespace: { type: "string", short: "n" } },
+  positionals: true,
+  words: ["deployment", "service"],
+  async run(ctx) {
+    const [kindArg, name, ...extra] = ctx.positionals;
+    const kind = kindOf(kindArg, "describe");
+    if (!name || extra.length) {
+      throw new UsageError("expected: describe deployment|service NAME", {
+        hint: "for example: podmin describe deployment web -n default",
+      });
+    }
+    const namespace = checkNamespace(stringFlag(ctx, "namespace") ?? DEFAULT_NAMESPACE);
+    const store = storeOf(ctx);
+    const o = await readObject(store, { kind, namespace, name });
+    if (kind === "Deployment") await describeDeployment(ctx, store, o);
+    else await describeService(ctx, store, o);
+  },
+};
+
+/** The read commands of Deployments and Services. */
+export const getCommands: Command[] = [get, describe];

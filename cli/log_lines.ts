@@ -1,0 +1,35 @@
+/**
+ * Podmin's JSON log lines (`{"ts","level","component","msg",…}`) for people:
+ * `12:00:01.250 info  agent  manifest written  file=x.json`. Other lines pass unchanged.
+ * Run as a filter: `podmin-agent run … 2>&1 | deno run cli/log_lines.ts`.
+ */
+
+/** One log line in readable form. */
+export function readableLogLine(line: string): string {
+  let entry: unknown;
+  try {
+    entry = JSON.parse(line);
+  } catch {
+    return line;
+  }
+  if (entry === null || typeof entry !== "object" || Array.isArray(entry)) return line;
+  const { ts, level, component, msg, ...fields } = entry as Record<string, unknown>;
+  if (typeof msg !== "string") return line;
+  const time = typeof ts === "string" && /T\d\d:\d\d:\d\d\.\d{3}/.test(ts) ? ts.slice(11, 23) : "";
+  const extra = Object.entries(fields).map(([k, v]) =>
+    `${k}=${typeof v === "string" && !/\s/.test(v) ? v : JSON.stringify(v)}`
+  ).join(" ");
+  return [time, level, component, msg, extra].filter((p) => p !== undefined && p !== "")
+    .join("  ");
+}
+
+if (import.meta.main) {
+  let rest = "";
+  const decoder = new TextDecoder();
+  for await (const chunk of Deno.stdin.readable) {
+    const lines = (rest + decoder.decode(chunk, { stream: true })).split("\n");
+    rest = lines.pop()!;
+    for (const l of lines) console.log(readableLogLine(l));
+  }
+  if (rest) console.log(readableLogLine(rest));
+}

@@ -1,0 +1,88 @@
+/**
+ * The cluster as the bucket holds it (issue 16, item 2 without node records): `podmin images`,
+ * `podmin status` and apply's warning for a Podmin image reference absent from the store.
+ */
+
+import assert from "node:assert/strict";
+import { writeOciLayout } from "../support/oci_image.ts";
+import { cli, freshBucket, HELLO, tempFile } from "./harness.ts";
+
+async function pushHello(bucket: string, tag: string): Promise<void> {
+  const dir = await Deno.makeTempDir();
+  await writeOciLayout({
+    dir,
+    ref: tag,
+    platforms: [{ arch: "amd64", files: { hello: new TextEncoder().encode(tag) } }],
+  });
+  const r = await cli("--bucket", bucket, "push", `oci:${dir}:${tag}`, `apps/hello:${tag}`);
+  assert.equal(r.code, 0, r.err);
+}
+
+Deno.test("cli: apply warns, without failing, about a Podmin image the store lacks", async () => {
+  const bucket = await freshBucket();
+  const first = await cli("--bucket", bucket, "apply", "-f", HELLO);
+  assert.equal(first.code, 0, first.err);
+  assert.match(
+    first.err,
+    /^warning: deployment default\/hello: spec\.template\.spec\.containers\[0\]\.image registry\.podmin\.internal\/apps\/hello:1\.0 is not in the image store$/m,
+  );
+  assert.match(first.err, /hint: push it first: podmin push SOURCE apps\/hello:1\.0/);
+  assert.match(first.out, /deployment default\/hello created/);
+  await pushHello(bucket, "1.0");
+  const second = await cli("--bucket", bucket, "apply", "-f", HELLO);
+  assert.equal(second.code, 0, second.err);
+  assert.doesNotMatch(second.err, /warning/);
+  // Upstream references are not Podmin images: no warning.
+  const upstream = await tempFile(
+    (await Deno.readTextFile(HELLO)).replace(
+      "registry.podmin.internal/apps/hello:1.0",
+      "docker.io/library/nginx:1.27",
+    ),
+  );
+  const third = await cli("--bucket", bucket, "apply", "-f", upstream);
+  assert.doesNotMatch(third.err, /warning/);
+});
+
+Deno.test("cli: images lists repositories and tags of the store", async () => {
+  const bucket = await freshBucket();
+  const empty = await cli("--bucket", bucket, "images");
+  assert.equal(empty.code, 0, empty.err);
+  assert.match(empty.err, /no images in the store/);
+  await pushHello(bucket, "1.0");
+  await pushHello(bucket, "1.1");
+  const r = await cli("--bucket", bucket, "images");
+  assert.equal(r.code, 0, r.err);
+  const lines = r.out.split("\n");
+  assert.match(lines[0], /^REPOSITORY\s+TAG\s+DIGEST\s*$/);
+  assert.match(lines[1], /^registry\.podmin\.internal\/apps\/hello\s+1\.0\s+sha256:[0-9a-f]{12}$/);
+  assert.match(lines[2], /^registry\.podmin\.internal\/apps\/hello\s+1\.1\s+sha256:[0-9a-f]{12}$/);
+  assert.equal(lines.length, 3);
+  const json = JSON.parse((await cli("--bucket", bucket, "images", "-o", "json")).out);
+  assert.deepEqual(
+    json.map((i: { repository: string; tag: string }) => `${i.repository}:${i.tag}`),
+    [
+      "apps/hello:1.0",
+      "apps/hello:1.1",
+    ],
+  );
+});
+
+Deno.test("cli: status summarises Deployments, Services, absent images and the missing node records", async () => {
+  const bucket = await freshBucket();
+  await cli("--bucket", bucket, "apply", "-f", HELLO);
+  const r = await cli("--bucket", bucket, "status");
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /^Bucket:\s+file:\/\/.*\/bucket$/m);
+  assert.match(
+    r.out,
+    /^Nodes:\s+no node records yet \(written by agents once Service discovery lands\)$/m,
+  );
+  assert.match(r.out, /^Deployments:\s+1 \(NodeGroup default: 1\)$/m);
+  assert.match(r.out, /^Services:\s+1$/m);
+  assert.match(r.out, /^Images missing from the store:\s*$/m);
+  assert.match(r.out, /^ {2}registry\.podmin\.internal\/apps\/hello:1\.0 \(default\/hello\)$/m);
+  await pushHello(bucket, "1.0");
+  const after = await cli("--bucket", bucket, "status");
+  assert.match(after.out, /^Images missing from the store:\s+none$/m);
+  assert.match(after.out, /^Images:\s+1 repository, 1 tag$/m);
+});
