@@ -18,11 +18,17 @@ import { readDeploymentIndex } from "../core/deployment_index.ts";
 import { isDigest, sha256Hex } from "../core/digest.ts";
 import { NotFoundError, UsageError } from "../core/errors.ts";
 import { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
-import type { ObjectStore } from "../core/object_store.ts";
 import type { Deployment, Resource, Service } from "../core/resources.ts";
 import { readServiceIndex } from "../core/service_index.ts";
 import { readSpec } from "../core/spec_objects.ts";
 import { openStore } from "../core/store_url.ts";
+import { getIfExists, type ObjectStore } from "../core/object_store.ts";
+import {
+  isStale,
+  NODE_RECORD_MAX_BYTES,
+  type NodeRecord,
+  parseNodeRecord,
+} from "../core/node_record.ts";
 
 /** The resource kinds the CLI names. */
 export type Kind = "Deployment" | "Service";
@@ -48,9 +54,8 @@ export function kindOf(arg: string | undefined, command: string): Kind {
   }
   const k = arg.toLowerCase();
   if (["nodes", "node", "no"].includes(k)) {
-    throw new UsageError(`podmin ${command} does not show nodes yet`, {
-      hint: "agents write no node records until Service discovery lands; 'podmin status' says " +
-        "what the bucket holds",
+    throw new UsageError(`podmin ${command} does not take nodes`, {
+      hint: "list them with 'podmin get nodes'",
     });
   }
   for (const [kind, words] of Object.entries(KIND_WORDS)) {
@@ -252,16 +257,37 @@ export async function listTags(store: ObjectStore): Promise<StoredTag[]> {
   );
 }
 
-/** How many node records `dns/nodes/` holds (their schema is not defined yet; only counted). */
-export async function countNodeRecords(store: ObjectStore): Promise<number> {
-  let n = 0;
-  for await (const _ of store.list(DNS_NODES_PREFIX)) n++;
-  return n;
+/** The node records under `dns/nodes/`, each validated; unreadable ones are named, not fatal. */
+export async function readNodeRecords(
+  store: ObjectStore,
+): Promise<{ records: NodeRecord[]; problems: string[] }> {
+  const records: NodeRecord[] = [];
+  const problems: string[] = [];
+  for await (const info of store.list(DNS_NODES_PREFIX)) {
+    try {
+      const got = await getIfExists(store, info.key, { maxBytes: NODE_RECORD_MAX_BYTES });
+      if (got) records.push(parseNodeRecord(got.body, info.key));
+    } catch (err) {
+      problems.push(`${info.key}: ${(err as Error).message}`);
+    }
+  }
+  records.sort((a, b) =>
+    a.nodeGroup < b.nodeGroup ? -1 : a.nodeGroup > b.nodeGroup ? 1 : a.nodeId < b.nodeId ? -1 : 1
+  );
+  return { records, problems };
+}
+
+/** A one-line summary of the node records for `status` and `describe`. */
+export function nodesSummary(records: NodeRecord[], now = Date.now()): string {
+  if (!records.length) return NO_NODE_RECORDS;
+  const stale = records.filter((r) => isStale(r, now)).length;
+  const live = records.length - stale;
+  const converged = records.filter((r) => !isStale(r, now) && r.converged).length;
+  return `${live} reporting (${converged} converged)${stale ? `, ${stale} stale` : ""}`;
 }
 
 /** What `status` and `describe` print while `dns/nodes/` is empty. */
-export const NO_NODE_RECORDS =
-  "no node records yet (written by agents once Service discovery lands)";
+export const NO_NODE_RECORDS = "no node records (no agent has reported to dns/nodes/)";
 
 /** True when a Service's selector selects the Deployment's Pods. */
 export function selects(service: Service, d: Deployment): boolean {

@@ -5,10 +5,10 @@ import { UsageError } from "../core/errors.ts";
 import { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
 import type { Deployment } from "../core/resources.ts";
 import {
-  countNodeRecords,
   listTags,
   missingImages,
-  NO_NODE_RECORDS,
+  nodesSummary,
+  readNodeRecords,
   readObjects,
   storeOf,
 } from "./cluster_reads.ts";
@@ -74,7 +74,7 @@ Example:
     const deployments = await readObjects(store, "Deployment");
     const services = await readObjects(store, "Service");
     const tags = await listTags(store);
-    const nodes = await countNodeRecords(store);
+    const nodes = await readNodeRecords(store);
     const missing = await missingImages(store, deployments.map((d) => d.spec as Deployment));
     const perGroup = new Map<string, number>();
     for (const d of deployments) perGroup.set(d.nodeGroup!, (perGroup.get(d.nodeGroup!) ?? 0) + 1);
@@ -83,12 +83,8 @@ Example:
     const line = (key: string, value: string) =>
       ctx.out(`${`${key}:`.padEnd(14)}${value}`.trimEnd());
     line("Bucket", store.url);
-    line(
-      "Nodes",
-      nodes === 0
-        ? NO_NODE_RECORDS
-        : `${plural(nodes, "node record")} under dns/nodes/; this podmin does not read them yet`,
-    );
+    line("Nodes", nodesSummary(nodes.records));
+    for (const p of nodes.problems) ctx.err(`warning: unreadable node record ${p}`);
     line("Deployments", `${deployments.length}${groups ? ` (${groups})` : ""}`);
     line("Services", String(services.length));
     const repos = new Set(tags.map((t) => t.repository)).size;

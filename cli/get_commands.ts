@@ -1,5 +1,6 @@
 /** `podmin get` and `podmin describe`: Deployments and Services as the bucket holds them. */
 
+import { isStale } from "../core/node_record.ts";
 import { stringify } from "yaml";
 import { closest, type Command, type CommandContext, stringFlag } from "../core/cli_kit.ts";
 import { UsageError } from "../core/errors.ts";
@@ -7,10 +8,11 @@ import { checkNamespace, DEFAULT_NAMESPACE } from "../core/names.ts";
 import type { ObjectStore } from "../core/object_store.ts";
 import type { Deployment, Resource, Service } from "../core/resources.ts";
 import {
-  countNodeRecords,
   imagesOf,
   kindOf,
   NO_NODE_RECORDS,
+  nodesSummary,
+  readNodeRecords,
   readObject,
   readObjects,
   selects,
@@ -70,6 +72,9 @@ Examples:
   words: ["deployments", "services"],
   async run(ctx) {
     const [kindArg, ...names] = ctx.positionals;
+    if (["nodes", "node", "no"].includes((kindArg ?? "").toLowerCase())) {
+      return await getNodes(ctx, names);
+    }
     const kind = kindOf(kindArg, "get");
     const output = stringFlag(ctx, "output") ?? "table";
     if (!OUTPUTS.includes(output)) {
@@ -187,10 +192,70 @@ function field(out: (l: string) => void, key: string, value: string): void {
 }
 
 async function nodesLine(store: ObjectStore): Promise<string> {
-  const n = await countNodeRecords(store);
-  return n === 0
-    ? NO_NODE_RECORDS
-    : `${n} node record(s) under dns/nodes/; this podmin does not read them yet`;
+  return nodesSummary((await readNodeRecords(store)).records);
+}
+
+/** `podmin get nodes [NODE…] [-o table|wide|json|name]`: the agents' records under dns/nodes/. */
+async function getNodes(ctx: CommandContext, names: string[]): Promise<void> {
+  const store = storeOf(ctx);
+  const { records, problems } = await readNodeRecords(store);
+  for (const p of problems) ctx.err(`warning: unreadable node record ${p}`);
+  const shown = names.length ? records.filter((r) => names.includes(r.nodeId)) : records;
+  for (const n of names) {
+    if (!records.some((r) => r.nodeId === n)) ctx.err(`node ${n} has no record under dns/nodes/`);
+  }
+  const output = stringFlag(ctx, "output") ?? "table";
+  if (output === "json") {
+    ctx.out(JSON.stringify({ apiVersion: "podmin.dev/v1", kind: "List", items: shown }, null, 2));
+    return;
+  }
+  if (output === "name") {
+    for (const r of shown) ctx.out(`node/${r.nodeId}`);
+    return;
+  }
+  if (!shown.length) {
+    ctx.err(NO_NODE_RECORDS);
+    return;
+  }
+  const now = Date.now();
+  const rows = [[
+    "NODEGROUP",
+    "NODE",
+    "ADDRESS",
+    "HEARTBEAT",
+    "STATUS",
+    "DEPLOYMENTS",
+    ...(output === "wide" ? ["POD PREFIX", "AGENT", "PENDING"] : []),
+  ]];
+  for (const r of shown) {
+    const written = r.deployments.filter((d) => d.spec).length;
+    const pending = r.deployments.filter((d) => d.pending);
+    rows.push([
+      r.nodeGroup,
+      r.nodeId,
+      r.address || "-",
+      `${age(now - Date.parse(r.heartbeat))} ago`,
+      isStale(r, now) ? "Stale" : r.converged ? "Converged" : "NotConverged",
+      `${written}/${r.deployments.length}`,
+      ...(output === "wide"
+        ? [
+          r.podPrefix || "-",
+          r.agentVersion,
+          pending.map((d) => `${d.namespace}/${d.name}: ${d.pending}`).join("; ") || "-",
+        ]
+        : []),
+    ]);
+  }
+  for (const line of table(rows)) ctx.out(line);
+}
+
+/** A duration as kubectl prints ages: 45s, 3m, 2h, 4d. */
+function age(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.floor(s / 60)}m`;
+  if (s < 172800) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
 }
 
 async function describeDeployment(ctx: CommandContext, store: ObjectStore, o: StoredObject) {

@@ -3,6 +3,8 @@
  * `podmin status` and apply's warning for a Podmin image reference absent from the store.
  */
 
+import { type NodeRecord, nodeRecordKey, serializeNodeRecord } from "../../core/node_record.ts";
+import { openStore } from "../../core/store_url.ts";
 import assert from "node:assert/strict";
 import { writeOciLayout } from "../support/oci_image.ts";
 import { cli, freshBucket, HELLO, tempFile } from "./harness.ts";
@@ -75,7 +77,7 @@ Deno.test("cli: status summarises Deployments, Services, absent images and the m
   assert.match(r.out, /^Bucket:\s+file:\/\/.*\/bucket$/m);
   assert.match(
     r.out,
-    /^Nodes:\s+no node records yet \(written by agents once Service discovery lands\)$/m,
+    /^Nodes:\s+no node records \(no agent has reported to dns\/nodes\/\)$/m,
   );
   assert.match(r.out, /^Deployments:\s+1 \(NodeGroup default: 1\)$/m);
   assert.match(r.out, /^Services:\s+1$/m);
@@ -85,4 +87,56 @@ Deno.test("cli: status summarises Deployments, Services, absent images and the m
   const after = await cli("--bucket", bucket, "status");
   assert.match(after.out, /^Images missing from the store:\s+none$/m);
   assert.match(after.out, /^Images:\s+1 repository, 1 tag$/m);
+});
+
+Deno.test("cli: get nodes lists the agents' records (heartbeat age, stale, convergence); status sums them", async () => {
+  const bucket = await freshBucket();
+  const store = openStore(bucket);
+  const now = Date.now();
+  const record = (nodeId: string, heartbeatAgoMs: number, converged: boolean): NodeRecord => ({
+    apiVersion: "podmin.dev/v1",
+    kind: "NodeRecord",
+    nodeGroup: "workers",
+    nodeId,
+    address: "2600:1f18::10",
+    podPrefix: "2600:1f18:0:1:abcd::/80",
+    agentVersion: "0.1.0",
+    startedAt: new Date(now - 3600_000).toISOString(),
+    heartbeat: new Date(now - heartbeatAgoMs).toISOString(),
+    indexGeneration: 3,
+    converged,
+    deployments: [
+      { namespace: "default", name: "web", spec: `sha256:${"a".repeat(64)}` },
+      ...(converged
+        ? []
+        : [{ namespace: "default", name: "api", pending: "no valid workload certificate yet" }]),
+    ],
+  });
+  for (
+    const r of [
+      record("node-a", 5_000, true),
+      record("node-b", 60_000, false),
+      record("node-c", 2 * 3600_000, true),
+    ]
+  ) {
+    await store.put(nodeRecordKey(r), serializeNodeRecord(r));
+  }
+  await store.put("dns/nodes/workers/node-x.json", new TextEncoder().encode("{not json"));
+  const r = await cli("--bucket", bucket, "get", "nodes", "-o", "wide");
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /^NODEGROUP\s+NODE\s+ADDRESS\s+HEARTBEAT\s+STATUS\s+DEPLOYMENTS/m);
+  assert.match(r.out, /^workers\s+node-a\s+2600:1f18::10\s+5s ago\s+Converged\s+1\/1/m);
+  assert.match(
+    r.out,
+    /^workers\s+node-b\s+.*NotConverged\s+1\/2\s+.*default\/api: no valid workload certificate yet/m,
+  );
+  assert.match(r.out, /^workers\s+node-c\s+.*2h ago\s+Stale/m);
+  assert.match(
+    r.err,
+    /warning: unreadable node record dns\/nodes\/workers\/node-x\.json: .*not JSON/,
+  );
+  const status = await cli("--bucket", bucket, "status");
+  assert.match(status.out, /^Nodes:\s+2 reporting \(1 converged\), 1 stale$/m);
+  const names = await cli("--bucket", bucket, "get", "nodes", "-o", "name");
+  assert.equal(names.out.trim(), "node/node-a\nnode/node-b\nnode/node-c");
 });
