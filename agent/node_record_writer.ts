@@ -11,6 +11,7 @@ import {
   serializeNodeRecord,
 } from "../core/node_record.ts";
 import type { ObjectStore } from "../core/object_store.ts";
+import type { EndpointSet } from "../core/endpoint_snapshot.ts";
 import { API_VERSION } from "../core/resources.ts";
 import { VERSION } from "../core/version.ts";
 
@@ -23,6 +24,8 @@ export interface NodeRecordWriterOptions {
   podPrefix?: string;
   /** The node's current convergence (the deployments loop's summary and status). */
   summary(): { indexGeneration?: number; converged: boolean; deployments: NodeDeployment[] };
+  /** With discovery: the node's endpoints and its Ready Deployments (`namespace/name`). */
+  discovery?(): { endpoints: EndpointSet; ready: Set<string> } | undefined;
 }
 
 /** Writes and removes one node's record. */
@@ -42,6 +45,10 @@ export class NodeRecordWriter {
   /** Writes the record now; returns it. Throws the store's typed errors. */
   async write(now = new Date()): Promise<NodeRecord> {
     const s = this.#o.summary();
+    const found = this.#o.discovery?.();
+    const deployments = found
+      ? s.deployments.map((d) => ({ ...d, ready: found.ready.has(`${d.namespace}/${d.name}`) }))
+      : s.deployments;
     const record: NodeRecord = {
       apiVersion: API_VERSION,
       kind: "NodeRecord",
@@ -54,7 +61,8 @@ export class NodeRecordWriter {
       heartbeat: now.toISOString(),
       ...(s.indexGeneration !== undefined ? { indexGeneration: s.indexGeneration } : {}),
       converged: s.converged,
-      deployments: s.deployments,
+      deployments,
+      ...(found ? { endpoints: found.endpoints } : {}),
     };
     await this.#o.store.put(this.key, serializeNodeRecord(record), {
       contentType: "application/json",

@@ -197,6 +197,29 @@ Example:
       retry: AGENT_RETRY,
       intervalMs: TELEMETRY_INTERVAL_MS,
     });
+    // The mesh starts after the loops; its callbacks reach them then.
+    const mesh = f.meshListen
+      ? new DiscoveryMesh({
+        store,
+        cluster,
+        nodeGroup,
+        nodeId: f.nodeId,
+        loadCa: () => loadClusterCa({ flag: f.clusterCa, provider, cluster }),
+        listen: f.meshListen,
+        advertiseHost: f.meshAdvertise ?? f.nodeAddress ?? "127.0.0.1",
+        podsApiSocket: f.podsApiSocket,
+        services: new ServicesView({ store, intervalMs: 0 }),
+        servicesIntervalMs: intervalMs,
+        pollIndex: indexPoller(store),
+        indexPollMs: intervalMs,
+        onLocalChange: () => recordLoop.hint(),
+        onSnapshot: (snapshot) => {
+          if (notifier?.onSnapshot(snapshot, deployments.indexEtag)) deploymentsLoop.hint();
+        },
+        stateDir,
+        log,
+      })
+      : undefined;
     let converged = false;
     let lastGeneration: number | undefined;
     const record = new NodeRecordWriter({
@@ -206,6 +229,7 @@ Example:
       address: f.nodeAddress,
       podPrefix: f.ipv6Prefix,
       summary: () => ({ ...deployments.summary(), converged }),
+      discovery: () => mesh?.recordExtras(),
     });
     const recordLoop = new Loop({
       name: "node-record",
@@ -270,28 +294,10 @@ Example:
     }
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
     for (const loop of loops) loop.start();
-    const mesh = f.meshListen
-      ? new DiscoveryMesh({
-        store,
-        cluster,
-        nodeGroup,
-        nodeId: f.nodeId,
-        loadCa: () => loadClusterCa({ flag: f.clusterCa, provider, cluster }),
-        listen: f.meshListen,
-        advertiseHost: f.meshAdvertise ?? f.nodeAddress ?? "127.0.0.1",
-        podsApiSocket: f.podsApiSocket,
-        services: new ServicesView({ store, intervalMs: 0 }),
-        servicesIntervalMs: intervalMs,
-        pollIndex: indexPoller(store),
-        indexPollMs: intervalMs,
-        onSnapshot: (snapshot) => {
-          if (notifier?.onSnapshot(snapshot, deployments.indexEtag)) deploymentsLoop.hint();
-        },
-        stateDir,
-        log,
-      })
-      : undefined;
-    if (mesh) meshConnected = () => mesh.connected();
+    if (mesh) {
+      const joined = mesh;
+      meshConnected = () => joined.connected();
+    }
     // The mesh is optional: a node whose mesh cannot start still runs its Pods.
     await mesh?.start().catch((err) =>
       log.error("mesh not started", { error: (err as Error).message })

@@ -1,6 +1,6 @@
 /** `podmin get` and `podmin describe`: Deployments and Services as the bucket holds them. */
 
-import { isStale } from "../core/node_record.ts";
+import { isStale, type NodeRecord } from "../core/node_record.ts";
 import { stringify } from "yaml";
 import { closest, type Command, type CommandContext, stringFlag } from "../core/cli_kit.ts";
 import { UsageError } from "../core/errors.ts";
@@ -156,21 +156,25 @@ Examples:
       return;
     }
     const deployments = wide ? await readObjects(store, "Deployment") : [];
+    const endpoints = serviceEndpoints((await readNodeRecords(store)).records);
     const rows = [[
       "NAMESPACE",
       "NAME",
       "VIP",
       "PORTS",
+      "ENDPOINTS",
       "SELECTOR",
       ...(wide ? ["DEPLOYMENTS"] : []),
     ]];
     for (const o of objects) {
       const s = o.spec as Service;
+      const ready = endpoints.get(`${o.namespace}/${o.name}`);
       rows.push([
         o.namespace,
         o.name,
         o.vip!,
         s.spec.ports.map((p) => `${p.port}/${p.protocol}`).join(","),
+        ready === undefined ? "-" : String(ready.size),
         labelText(s.spec.selector),
         ...(wide ? [selectedBy(s, deployments).map((d) => d.name).join(",") || "<none>"] : []),
       ]);
@@ -294,7 +298,39 @@ async function describeDeployment(ctx: CommandContext, store: ObjectStore, o: St
     "Services",
     services.map((s) => `${s.namespace}/${s.name} (VIP ${s.vip})`).join(", ") || "<none>",
   );
-  field(out, "Nodes", await nodesLine(store));
+  const { records } = await readNodeRecords(store);
+  const running = records.filter((r) =>
+    r.deployments.some((x) => x.namespace === o.namespace && x.name === o.name)
+  );
+  if (!running.length) field(out, "Nodes", await nodesLine(store));
+  else {
+    field(out, "Nodes", "");
+    const now = Date.now();
+    for (const r of running) {
+      const x = r.deployments.find((x) => x.namespace === o.namespace && x.name === o.name)!;
+      const state = x.spec
+        ? `${x.spec === o.ref ? "current spec" : `spec ${x.spec.slice(0, 19)}… (not the current)`}${
+          x.ready === undefined ? "" : x.ready ? ", Ready" : ", not Ready"
+        }`
+        : `pending: ${x.pending}`;
+      out(`  ${r.nodeId} (${r.nodeGroup})${isStale(r, now) ? " [stale]" : ""}: ${state}`);
+    }
+  }
+}
+
+/** Ready endpoints per Service (`namespace/name`) from the fresh node records. */
+function serviceEndpoints(records: NodeRecord[]): Map<string, Set<string>> {
+  const out = new Map<string, Set<string>>();
+  const now = Date.now();
+  for (const r of records) {
+    if (!r.endpoints || isStale(r, now)) continue;
+    for (const [svc, ips] of Object.entries(r.endpoints)) {
+      let set = out.get(svc);
+      if (!set) out.set(svc, set = new Set());
+      for (const ip of ips) set.add(ip);
+    }
+  }
+  return out;
 }
 
 async function describeService(ctx: CommandContext, store: ObjectStore, o: StoredObject) {
@@ -322,7 +358,14 @@ async function describeService(ctx: CommandContext, store: ObjectStore, o: Store
     selected.map((d) => `${d.namespace}/${d.name} (NodeGroup ${d.nodeGroup})`).join(", ") ||
       "<none>",
   );
-  field(out, "Endpoints", await nodesLine(store));
+  const ready = serviceEndpoints((await readNodeRecords(store)).records).get(
+    `${o.namespace}/${o.name}`,
+  );
+  field(
+    out,
+    "Endpoints",
+    ready === undefined ? await nodesLine(store) : [...ready].sort().join(", ") || "<none>",
+  );
 }
 
 const describe: Command = {
@@ -332,9 +375,9 @@ const describe: Command = {
 
 A Deployment: NodeGroup, spec digest, labels, each container's image and
 whether the image store holds it, declared secrets, the Services selecting it.
-A Service: VIP, ports, selector and the Deployments it selects. Which nodes
-run a Deployment (and the Service endpoints) come from node records, which
-agents do not write yet.
+A Service: VIP, ports, selector, the Deployments it selects and its Ready
+endpoints. Which nodes run a Deployment, at which spec and whether Ready, and
+the Service endpoints come from the agents' node records (dns/nodes/).
 
 Flags:
   -n, --namespace NS  namespace (default "default")

@@ -50,7 +50,8 @@ function bad(what: string, why: string): ValidationError {
   return new ValidationError(`${what}: ${why}`);
 }
 
-function checkEndpoints(value: unknown, what: string): EndpointSet {
+/** Validates an endpoint set (Service names, canonical IPv6, limits); sorted copy. */
+export function parseEndpointSet(value: unknown, what: string): EndpointSet {
   if (!value || typeof value !== "object" || Array.isArray(value)) throw bad(what, "not an object");
   const entries = Object.entries(value as Record<string, unknown>);
   if (entries.length > MESH_LIMITS.services) throw bad(what, "too many Services");
@@ -78,7 +79,7 @@ export function parseNodeReport(value: unknown): NodeReport {
     nodeId: checkNodeId(v.nodeId),
     nodeGroup: checkNodeGroup(v.nodeGroup),
     seq: v.seq as number,
-    endpoints: checkEndpoints(v.endpoints, "report endpoints"),
+    endpoints: parseEndpointSet(v.endpoints, "report endpoints"),
   };
 }
 
@@ -93,7 +94,7 @@ export function parseClusterSnapshot(value: unknown): ClusterSnapshot {
     term: v.term as number,
     version: v.version as number,
     nodes: v.nodes as number,
-    endpoints: checkEndpoints(v.endpoints, "snapshot endpoints"),
+    endpoints: parseEndpointSet(v.endpoints, "snapshot endpoints"),
   };
   if (v.index !== undefined) {
     const i = v.index as Record<string, unknown>;

@@ -9,6 +9,7 @@ import { dnsNodeKey } from "./bucket_layout.ts";
 import { ValidationError } from "./errors.ts";
 import { checkNodeGroup, checkNodeId, isDnsLabel } from "./names.ts";
 import { API_VERSION } from "./resources.ts";
+import { type EndpointSet, parseEndpointSet } from "./endpoint_snapshot.ts";
 
 /** Largest accepted record. */
 export const NODE_RECORD_MAX_BYTES = 1024 * 1024;
@@ -55,6 +56,11 @@ export interface NodeRecord {
   indexGeneration?: number;
   converged: boolean;
   deployments: NodeDeployment[];
+  /**
+   * With the endpoint mesh: this node's Ready endpoints per Service (`namespace/name` → IPv6
+   * addresses), as it reports them to the coordinator (§7.9).
+   */
+  endpoints?: EndpointSet;
 }
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
@@ -135,6 +141,9 @@ export function parseNodeRecord(bytes: Uint8Array, key: string): NodeRecord {
     ...(d.indexGeneration !== undefined ? { indexGeneration: d.indexGeneration as number } : {}),
     converged: d.converged,
     deployments,
+    ...(d.endpoints !== undefined
+      ? { endpoints: parseEndpointSet(d.endpoints, `${key} endpoints`) }
+      : {}),
   };
 }
 

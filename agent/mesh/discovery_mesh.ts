@@ -37,6 +37,8 @@ export interface DiscoveryMeshOptions {
   indexPollMs?: number;
   /** Every newer snapshot (after mesh.json is updated). */
   onSnapshot?: (snapshot: ClusterSnapshot) => void;
+  /** When this node's Ready Pods or endpoints changed (the node record follows). */
+  onLocalChange?: () => void;
   stateDir: string;
   log: Logger;
 }
@@ -60,6 +62,7 @@ export class DiscoveryMesh {
   #watch?: PodsWatch;
   #timer?: ReturnType<typeof setInterval>;
   #local: EndpointSet = {};
+  #ready = new Set<string>();
   #snapshot?: ClusterSnapshot;
   #writing = Promise.resolve();
 
@@ -123,9 +126,28 @@ export class DiscoveryMesh {
       this.#writeStatus();
       return;
     }
-    this.#local = localEndpoints(view.pods, this.#o.services.services());
+    const local = localEndpoints(view.pods, this.#o.services.services());
+    const ready = new Set(
+      view.pods.filter((p) => p.ready).map((p) =>
+        `${p.labels["podmin.dev/namespace"]}/${p.labels["podmin.dev/deployment"]}`
+      ),
+    );
+    const changed = JSON.stringify(local) !== JSON.stringify(this.#local) ||
+      [...ready].sort().join() !== [...this.#ready].sort().join();
+    this.#local = local;
+    this.#ready = ready;
     this.#mesh.member.setEndpoints(this.#local);
     this.#writeStatus();
+    if (changed) this.#o.onLocalChange?.();
+  }
+
+  /**
+   * What the node record carries from discovery: this node's endpoints and which of its
+   * Deployments kubelet reports Ready (`namespace/name`); undefined until kubelet's view is whole.
+   */
+  recordExtras(): { endpoints: EndpointSet; ready: Set<string> } | undefined {
+    if (!this.#watch?.view().synced) return undefined;
+    return { endpoints: this.#local, ready: this.#ready };
   }
 
   #writeStatus(): void {

@@ -139,4 +139,25 @@ Deno.test("cli: get nodes lists the agents' records (heartbeat age, stale, conve
   assert.match(status.out, /^Nodes:\s+2 reporting \(1 converged\), 1 stale$/m);
   const names = await cli("--bucket", bucket, "get", "nodes", "-o", "name");
   assert.equal(names.out.trim(), "node/node-a\nnode/node-b\nnode/node-c");
+
+  // With discovery, records carry Ready Deployments and endpoints: describe and get show them.
+  assert.equal((await cli("--bucket", bucket, "apply", "-f", HELLO)).code, 0);
+  const withHello = {
+    ...record("node-a", 1_000, true),
+    deployments: [{
+      namespace: "default",
+      name: "hello",
+      spec: `sha256:${"b".repeat(64)}`,
+      ready: true,
+    }],
+    endpoints: { "default/hello": ["fd00:706d:6e:1::3"] },
+  };
+  await store.put(nodeRecordKey(withHello), serializeNodeRecord(withHello));
+  const svc = await cli("--bucket", bucket, "get", "services");
+  assert.match(svc.out, /^NAMESPACE\s+NAME\s+VIP\s+PORTS\s+ENDPOINTS/m);
+  assert.match(svc.out, /^default\s+hello\s+\S+\s+\S+\s+1\s/m);
+  const d = await cli("--bucket", bucket, "describe", "deployment", "hello");
+  assert.match(d.out, /^ {2}node-a \(workers\): spec sha256:b{12}… \(not the current\), Ready$/m);
+  const ds = await cli("--bucket", bucket, "describe", "service", "hello");
+  assert.match(ds.out, /^Endpoints:\s+fd00:706d:6e:1::3$/m);
 });
