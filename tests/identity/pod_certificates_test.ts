@@ -5,6 +5,7 @@
  * outside tmpfs.
  */
 
+import { workerDeployment } from "../support/fixtures.ts";
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
@@ -42,18 +43,7 @@ const T0 = new Date("2026-12-01T00:00:00Z");
 const HOUR = 3600_000;
 
 function deployment(name: string, labels: Record<string, string> = {}): Deployment {
-  return parseResource({
-    apiVersion: "podmin.dev/v1",
-    kind: "Deployment",
-    metadata: { name },
-    spec: {
-      nodeGroup: "workers",
-      template: {
-        metadata: { labels: { app: name, ...labels } },
-        spec: { containers: [{ name, image: `r/apps/${name}:1` }] },
-      },
-    },
-  }) as Deployment;
+  return workerDeployment(name, { labels: { app: name, ...labels } });
 }
 
 const service = parseResource({

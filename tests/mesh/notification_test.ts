@@ -5,6 +5,7 @@
  * keeps converging; with a new coordinator, notifications resume.
  */
 
+import { workerDeployment } from "../support/fixtures.ts";
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
@@ -18,7 +19,6 @@ import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
 import { DEPLOYMENT_INDEX, MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
 import { silentLogger } from "../../core/log.ts";
-import { parseResource } from "../../core/resources.ts";
 import { openStore } from "../../core/store_url.ts";
 import { countingStore } from "../support/counting_store.ts";
 import { moto } from "../support/moto.ts";
@@ -26,17 +26,7 @@ import { moto } from "../support/moto.ts";
 const N = 12;
 const POLL_MS = 200;
 
-function deployment(name: string) {
-  return parseResource({
-    apiVersion: "podmin.dev/v1",
-    kind: "Deployment",
-    metadata: { name },
-    spec: {
-      nodeGroup: "workers",
-      template: { spec: { containers: [{ name, image: `r/apps/${name}:1` }] } },
-    },
-  });
-}
+const deployment = (name: string) => workerDeployment(name);
 
 async function until(what: string, f: () => Promise<boolean> | boolean, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;

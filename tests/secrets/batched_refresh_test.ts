@@ -5,25 +5,16 @@
  * HTTP proxy the test owns (it can also answer the way Parameter Store answers when throttling).
  */
 
+import { workerDeployment } from "../support/fixtures.ts";
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { silentLogger } from "../../core/log.ts";
-import { type Deployment, parseResource } from "../../core/resources.ts";
 import { deleteParameter, moto, putParameter, putSecret } from "../support/moto.ts";
 
-function deployment(name: string, keys: { key: string; from: "ssm" | "secretsmanager" }[]) {
-  return parseResource({
-    apiVersion: "podmin.dev/v1",
-    kind: "Deployment",
-    metadata: { name },
-    spec: {
-      nodeGroup: "workers",
-      secrets: keys,
-      template: { spec: { containers: [{ name, image: `r/apps/${name}:1` }] } },
-    },
-  }) as Deployment;
+function deployment(name: string, secrets: { key: string; from: "ssm" | "secretsmanager" }[]) {
+  return workerDeployment(name, { secrets });
 }
 
 /** An HTTP proxy to moto that counts calls by X-Amz-Target and can throttle one of them. */

@@ -1,0 +1,23 @@
+/** Small operator resources for tests: one-container Deployments of NodeGroup workers. */
+
+import { type Deployment, parseResource, type SecretRef } from "../../core/resources.ts";
+
+/** A validated Deployment `name` (image `r/apps/<name>:1`) with optional labels and values. */
+export function workerDeployment(
+  name: string,
+  options: { labels?: Record<string, string>; secrets?: Pick<SecretRef, "key" | "from">[] } = {},
+): Deployment {
+  return parseResource({
+    apiVersion: "podmin.dev/v1",
+    kind: "Deployment",
+    metadata: { name },
+    spec: {
+      nodeGroup: "workers",
+      ...(options.secrets ? { secrets: options.secrets } : {}),
+      template: {
+        ...(options.labels ? { metadata: { labels: options.labels } } : {}),
+        spec: { containers: [{ name, image: `r/apps/${name}:1` }] },
+      },
+    },
+  }) as Deployment;
+}
