@@ -278,13 +278,13 @@ async function manifestLatency(bases: Record<string, string>) {
 
 const tmp = await Deno.makeTempDir({ prefix: "podmin-bench-registry-" });
 const servers: Server[] = [];
+const m = await moto();
 try {
   const image = await makeImage(tmp);
   const blobPath = `/v2/${REPO}/blobs/${image.layerDesc.digest}`;
   const mb = (x: number) => x.toFixed(0);
 
   // --- S3 store on moto ----------------------------------------------------------
-  const m = await moto();
   const bucket = await m.createBucket();
   const s3Env = { ...CREDS, AWS_REGION: "us-east-1", AWS_ENDPOINT_URL: m.endpoint };
   for (const [k, v] of Object.entries(s3Env)) Deno.env.set(k, v);
@@ -370,6 +370,7 @@ try {
   await recordFigures(figures);
 } finally {
   for (const s of servers) await s.stop().catch(() => {});
+  await m.stop().catch(() => {});
   await Deno.remove(tmp, { recursive: true }).catch(() => {});
 }
 Deno.exit();
