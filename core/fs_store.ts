@@ -205,18 +205,24 @@ export class FsStore implements ObjectStore {
       }
       await file.seek(start, Deno.SeekMode.Start);
       let remaining = Math.max(0, end - start + 1);
-      const body = new ReadableStream<Uint8Array>({
+      // A byte stream reads straight into the reader's buffer: a BYOB reader's own, else one the
+      // stream allocates per read; no buffer of ours is allocated and filled, then copied.
+      const body: ReadableStream<Uint8Array> = new ReadableStream({
         type: "bytes",
-        async pull(controller) {
+        autoAllocateChunkSize: READ_CHUNK_BYTES,
+        async pull(controller: ReadableByteStreamController) {
+          const request = controller.byobRequest!;
           if (remaining <= 0) {
             file.close();
             controller.close();
+            request.respond(0);
             return;
           }
-          const buf = new Uint8Array(Math.min(remaining, 256 * 1024));
+          const v = request.view!;
+          const view = new Uint8Array(v.buffer, v.byteOffset, Math.min(v.byteLength, remaining));
           let n: number | null;
           try {
-            n = await file.read(buf);
+            n = await file.read(view);
           } catch (err) {
             file.close();
             controller.error(fsError(err, key));
@@ -228,7 +234,7 @@ export class FsStore implements ObjectStore {
             return;
           }
           remaining -= n;
-          controller.enqueue(buf.subarray(0, n));
+          request.respond(n);
         },
         cancel() {
           file.close();
@@ -433,6 +439,9 @@ export class FsStore implements ObjectStore {
     }
   }
 }
+
+/** Bytes read per chunk of a streamed body. */
+const READ_CHUNK_BYTES = 256 * 1024;
 
 /** Rejects segments that could escape the store or alias another key. */
 function checkSegment(segment: string, key: string): void {

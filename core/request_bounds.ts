@@ -36,6 +36,28 @@ export function awsRequestHandler(timeoutMs: number): {
   return { requestTimeout: timeoutMs, connectionTimeout: timeoutMs, throwOnRequestTimeout: true };
 }
 
+/**
+ * A `fetch` whose attempt fails with a `TimeoutError` when no response head arrives within
+ * `timeoutMs`; the request is aborted then, which closes its connection. The body is not bounded
+ * here (a large object may take longer than the bound): `idleBounded` bounds its reads.
+ */
+export function headBoundedFetch(timeoutMs: number): typeof fetch {
+  return async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(new DOMException(`no response within ${timeoutMs} ms`, "TimeoutError")),
+      timeoutMs,
+    );
+    const given = init?.signal ?? (input instanceof Request ? input.signal : undefined);
+    const signal = given ? AbortSignal.any([given, deadline.signal]) : deadline.signal;
+    try {
+      return await fetch(input, { ...init, signal });
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
 /** True when an AWS SDK or fetch error is a timeout (of ours or of the SDK). */
 export function isTimeout(err: unknown): boolean {
   const e = err as { name?: string; code?: string };

@@ -19,6 +19,7 @@ import {
   S3Client,
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
+import { FetchHttpHandler } from "@smithy/fetch-http-handler";
 import { Sha256Counter } from "./digest.ts";
 import { checkSize, TooLargeError } from "./limits.ts";
 import {
@@ -41,7 +42,7 @@ import type {
   StreamResult,
 } from "./object_store.ts";
 import {
-  awsRequestHandler,
+  headBoundedFetch,
   idleBounded,
   isTimeout,
   readAllBounded,
@@ -90,7 +91,10 @@ export class S3Store implements ObjectStore {
       forcePathStyle: endpoint !== undefined,
       useDualstackEndpoint: endpoint === undefined,
       maxAttempts: 1, // retries are ours: bounded, jittered, transient errors only
-      requestHandler: awsRequestHandler(this.#timeoutMs),
+      // Through `fetch`: the SDK's default Node-compat HTTP client costs several times the CPU of
+      // Deno's own client on large bodies (issue 15). The head is bounded here, bodies by
+      // `idleBounded` (spec §2.3).
+      requestHandler: new FetchHttpHandler({ customFetch: headBoundedFetch(this.#timeoutMs) }),
     });
   }
 
@@ -98,6 +102,7 @@ export class S3Store implements ObjectStore {
     key: string,
     options: { ifNoneMatch?: string; maxBytes?: number } = {},
   ): Promise<GetResult> {
+    checkKey(key);
     return await this.#retrying(key, async () => {
       try {
         const out = await this.client.send(
@@ -140,6 +145,7 @@ export class S3Store implements ObjectStore {
   }
 
   async head(key: string): Promise<ObjectInfo> {
+    checkKey(key);
     return await this.#retrying(key, async () => {
       const out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
       return {
@@ -153,6 +159,7 @@ export class S3Store implements ObjectStore {
   }
 
   async put(key: string, body: Uint8Array, options: PutOptions = {}): Promise<{ etag: string }> {
+    checkKey(key);
     if (options.ifMatch !== undefined && options.ifNoneMatch !== undefined) {
       throw new UsageError("put: ifMatch and ifNoneMatch are mutually exclusive");
     }
@@ -176,6 +183,7 @@ export class S3Store implements ObjectStore {
     body: ReadableStream<Uint8Array>,
     options: PutStreamOptions = {},
   ): Promise<PutStreamResult> {
+    checkKey(key);
     const hash = new Sha256Counter();
     const reader = body.getReader();
     // Read the first part; small objects go up in one PUT.
@@ -273,6 +281,7 @@ export class S3Store implements ObjectStore {
   }
 
   async getStream(key: string, options: { range?: ByteRange } = {}): Promise<StreamResult> {
+    checkKey(key);
     const range = options.range ? `bytes=${options.range.start}-${options.range.end ?? ""}` : "";
     return await this.#retrying(key, async () => {
       const out = await this.client.send(
@@ -296,6 +305,7 @@ export class S3Store implements ObjectStore {
   }
 
   async delete(key: string, options: { ifMatch?: string } = {}): Promise<void> {
+    checkKey(key);
     await this.#retrying(key, async () => {
       await this.client.send(
         new DeleteObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: options.ifMatch }),
@@ -356,6 +366,19 @@ export class S3Store implements ObjectStore {
       `${this.url}: ${key}: the body from ${this.#endpoint} stalled for ${this.#timeoutMs} ms`,
       { key, hint: "the endpoint stopped sending mid-object; check it and the network" },
     );
+  }
+}
+
+/**
+ * Rejects keys with a "." or ".." segment: `fetch` resolves dot segments of a URL path (even
+ * percent-encoded ones), so such a key would address another key, or another bucket with
+ * path-style endpoints. The filesystem store rejects them too; bucket keys never have them.
+ */
+function checkKey(key: string): void {
+  if (key.split("/").some((s) => s === "." || s === "..")) {
+    throw new UsageError(`invalid object key ${JSON.stringify(key)}`, {
+      hint: "keys are built by core/bucket_layout.ts; segments must not be . or ..",
+    });
   }
 }
 

@@ -46,6 +46,28 @@ export interface DeploymentsLoopOptions {
   /** Pod certificates; without it (`--workload-ca-key off`) Pods get no certificate. */
   identity?: PodCertificates;
   log: Logger;
+  /**
+   * Longest time between full convergence scans of the manifest directory while the index is
+   * not modified (default `FULL_SCAN_MS`); in between, an idle pass skips specs, rendering and
+   * the directory (spec §7.1).
+   */
+  fullScanMs?: number;
+  /** Clock in milliseconds (tests). */
+  now?: () => number;
+}
+
+/** Default longest time between full scans on an unchanged index: 60 s. */
+export const FULL_SCAN_MS = 60_000;
+
+/** What a converged full pass leaves for the idle passes that follow it. */
+interface IdleState {
+  /** The Deployments written, for the values and certificate gates. */
+  deployments: Deployment[];
+  secretsReady: Set<string>;
+  identityReady?: Set<string>;
+  status: AgentStatus;
+  /** When the next full scan is due, whatever the index says. */
+  nextFullScan: number;
 }
 
 /** The outcome of one pass. */
@@ -67,6 +89,7 @@ export class DeploymentsLoop {
   readonly #problems: ErrorLog;
   #converged?: boolean;
   #summary: NodeDeployment[] = [];
+  #idle?: IdleState;
 
   constructor(options: DeploymentsLoopOptions) {
     this.#options = options;
@@ -91,6 +114,12 @@ export class DeploymentsLoop {
 
     // 1. The index: a not-modified GET when nothing changed.
     const read = await this.#readIndex();
+    const now = this.#options.now?.() ?? Date.now();
+    if (read.notModified && this.#idle && now < this.#idle.nextFullScan && !this.#indexError) {
+      const status = await this.#idlePass(this.#idle);
+      if (status) return { status, unavailable: false };
+    }
+    this.#idle = undefined;
     let unavailable = read.unavailable;
     const readFailed = read.error !== undefined;
     if (read.error) errors.push(read.error);
@@ -117,6 +146,11 @@ export class DeploymentsLoop {
         pending.push({ deployment: ref, reason: (err as Error).message });
         errors.push(`${ref}: ${(err as Error).message}`);
       }
+    }
+    if (read.changed) {
+      // Keep the spec cache to the digests the index references (once per new index).
+      const live = new Set(this.#index.deployments.map((e) => e.spec));
+      for (const k of this.#specs.keys()) if (!live.has(k)) this.#specs.delete(k);
     }
 
     // 3. Provider values; a Deployment is written only once its values exist.
@@ -168,17 +202,50 @@ export class DeploymentsLoop {
         ? { namespace: e.namespace, name: e.name, spec: e.spec }
         : { namespace: e.namespace, name: e.name, pending: reason };
     });
+    const status = await this.#finish(errors, pending, mine.map((e) => `${e.namespace}/${e.name}`));
+    if (status.converged) {
+      this.#idle = {
+        deployments: ready.map((r) => r.deployment),
+        secretsReady: secrets.ready,
+        identityReady: identity?.ready,
+        status,
+        nextFullScan: now + (this.#options.fullScanMs ?? FULL_SCAN_MS),
+      };
+    }
+    return { status, unavailable };
+  }
+
+  /**
+   * A pass on an unchanged index after a converged one: no spec, no rendering, no directory
+   * scan. The values and certificate gates still run on their own schedules; when either
+   * answers differently from the last full pass, undefined (the caller does a full pass).
+   */
+  async #idlePass(idle: IdleState): Promise<AgentStatus | undefined> {
+    const secrets = await this.#options.secrets.sync(idle.deployments);
+    if (secrets.errors.length || !sameSet(secrets.ready, idle.secretsReady)) return undefined;
+    if (this.#options.identity) {
+      const identity = await this.#options.identity.sync(idle.deployments);
+      if (identity.errors.length || !sameSet(identity.ready, idle.identityReady)) return undefined;
+    }
+    this.#problems.update([]);
+    const at = new Date().toISOString();
+    this.#lastSync = at;
     return {
-      status: await this.#finish(errors, pending, mine.map((e) => `${e.namespace}/${e.name}`)),
-      unavailable,
+      ...idle.status,
+      lastSync: at,
+      lastAttempt: at,
+      ...(this.#options.identity ? { certificates: this.#options.identity.status() } : {}),
     };
   }
 
   /** Polls the index and updates the last good one; a failed read returns why. */
-  async #readIndex(): Promise<{ error?: string; unavailable: boolean }> {
+  async #readIndex(): Promise<
+    { error?: string; unavailable: boolean; notModified?: boolean; changed?: boolean }
+  > {
+    // Change notification (§7.9): a skipped read is a not-modified one.
     const held = { hasIndex: !!this.#index, etag: this.#etag };
     if (this.#options.shouldReadIndex && !this.#options.shouldReadIndex(held)) {
-      return { unavailable: false };
+      return { unavailable: false, notModified: true };
     }
     try {
       const poll = await pollDeploymentIndex(this.#options.store, this.#etag);
@@ -195,7 +262,11 @@ export class DeploymentsLoop {
         this.#indexError =
           `rejected ${DEPLOYMENT_INDEX} (keeping the last good state): ${poll.error.message}`;
       }
-      return { unavailable: false };
+      return {
+        unavailable: false,
+        notModified: poll.state === "unchanged",
+        changed: poll.state === "changed" || poll.state === "absent",
+      };
     } catch (err) {
       return {
         error: `reading ${DEPLOYMENT_INDEX}: ${(err as Error).message}`,
@@ -242,9 +313,6 @@ export class DeploymentsLoop {
       );
     }
     this.#specs.set(entry.spec, d);
-    // Keep the cache to the digests the index references.
-    const live = new Set(this.#index?.deployments.map((e) => e.spec));
-    for (const k of this.#specs.keys()) if (!live.has(k)) this.#specs.delete(k);
     return d;
   }
 
@@ -276,4 +344,8 @@ export class DeploymentsLoop {
       ...(this.#options.identity ? { certificates: this.#options.identity.status() } : {}),
     };
   }
+}
+
+function sameSet(a: Set<string>, b: Set<string> | undefined): boolean {
+  return b !== undefined && a.size === b.size && [...a].every((x) => b.has(x));
 }

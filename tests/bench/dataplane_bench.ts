@@ -19,6 +19,7 @@ import { Buffer } from "node:buffer";
 import { parseArgs } from "node:util";
 import { formatIpv6, parseIpv6 } from "../../core/ipv6.ts";
 import { Driver, nsRun, Topology } from "../support/dataplane_topology.ts";
+import { recordFigures } from "./bench_output.ts";
 
 const { values: opts } = parseArgs({
   options: {
@@ -203,6 +204,12 @@ async function main() {
         }   ${fmt(ratio(phase, "direct", "p50"), 3).padStart(13)}`,
       );
     }
+    const rateOf = (phase: Phase) => totals.get(phase)!.count / totals.get(phase)!.seconds;
+    await recordFigures({
+      dataplane_ebpf_conn_per_s: rateOf("ebpf VIP"),
+      dataplane_nftables_conn_per_s: rateOf("nftables VIP"),
+      dataplane_ebpf_vs_nftables_rate: ratio("ebpf VIP", "nftables VIP", "rate"),
+    });
     console.log(
       `ebpf VIP vs nftables VIP (median of per-round ratios): rate ×${
         fmt(ratio("ebpf VIP", "nftables VIP", "rate"), 3)
@@ -348,6 +355,14 @@ async function main() {
         fmt(spread.a.p50 / small.a.p50, 3)
       }, established ×${fmt(spread.b.p50 / small.b.p50, 3)}`,
     );
+    await recordFigures({
+      dataplane_new_flow_1_ns: small.a.p50,
+      dataplane_new_flow_10k_hot_ns: hot.a.p50,
+      dataplane_new_flow_10k_spread_ns: spread.a.p50,
+      dataplane_established_1_ns: small.b.p50,
+      dataplane_established_10k_hot_ns: hot.b.p50,
+      dataplane_established_10k_spread_ns: spread.b.p50,
+    });
     await driver.call({ op: "apply", snapshot: EMPTY });
   } finally {
     await topo.destroy();

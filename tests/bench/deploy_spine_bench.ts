@@ -21,8 +21,14 @@ import { parseResource, type Resource } from "../../core/resources.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../support/moto.ts";
 import { nodeAgentArgs, spawnAgent, waitFor } from "../support/programs.ts";
+import { benchSmoke, processCpuSeconds, recordFigures } from "./bench_output.ts";
 
 const POLL_MS = 250;
+const SMOKE = benchSmoke();
+const APPLIES = SMOKE ? 5 : 100;
+const BIG = SMOKE ? 100 : 1000;
+/** Idle window over which an agent's CPU is measured, at the default 2 s interval. */
+const IDLE_WINDOW_MS = SMOKE ? 4_000 : 30_000;
 
 function deployment(name: string, nodeGroup: string, image: string): Resource {
   return parseResource({
@@ -87,7 +93,7 @@ try {
   const manifest = path.join(dir, "manifests", "podmin_default_web.json");
   const latencies: number[] = [];
   try {
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < APPLIES; i++) {
       const image = `registry.podmin.internal/apps/web:${i}`;
       const started = performance.now();
       await applyResources({ store, resources: [deployment("web", "workers", image)] });
@@ -108,7 +114,9 @@ try {
   }
   latencies.sort((a, b) => a - b);
   const p50 = percentile(latencies, 50), p99 = percentile(latencies, 99);
-  console.log(`apply → manifest on disk, 100 applies, poll interval ${POLL_MS} ms (the floor):`);
+  console.log(
+    `apply → manifest on disk, ${APPLIES} applies, poll interval ${POLL_MS} ms (the floor):`,
+  );
   console.log(`  p50 ${p50.toFixed(0)} ms (${(p50 / POLL_MS).toFixed(2)}× interval)`);
   console.log(`  p99 ${p99.toFixed(0)} ms (${(p99 / POLL_MS).toFixed(2)}× interval)`);
   console.log(
@@ -119,7 +127,7 @@ try {
   const big = await m.createBucket();
   const bigStore = new S3Store({ bucket: big, region: "us-east-1" });
   const resources = Array.from(
-    { length: 1000 },
+    { length: BIG },
     (_, i) =>
       deployment(
         `d${i}`,
@@ -151,7 +159,9 @@ try {
   const IDLE = 20;
   for (let i = 0; i < IDLE; i++) await loop.pass();
   const idle = { ...counted.c };
-  console.log(`1,000 deployments in the index (${indexBytes} bytes; 20 for this NodeGroup):`);
+  console.log(
+    `${BIG} deployments in the index (${indexBytes} bytes; ${BIG / 50} for this NodeGroup):`,
+  );
   console.log(`  cold pass: ${cold.requests} requests, ${cold.bytes} body bytes`);
   console.log(
     `  idle poll: ${(idle.requests / IDLE).toFixed(2)} requests, ${
@@ -166,11 +176,12 @@ try {
     Deno.exitCode = 1;
   }
 
-  // RSS of a running agent: empty index vs 1,000 deployments.
+  // RSS and idle CPU of a running agent at the default interval: empty index vs BIG deployments.
   const empty = await m.createBucket();
   const rss: number[] = [];
+  const cpuPct: number[] = [];
   for (const [b, d] of [[empty, "rss-empty"], [big, "rss-big"]]) {
-    const a = spawnAgent(agentArgs(b, path.join(tmp, d), 200));
+    const a = spawnAgent(agentArgs(b, path.join(tmp, d), 2000));
     try {
       await waitFor("status", async () => {
         try {
@@ -180,7 +191,13 @@ try {
           return false;
         }
       }, 30_000);
-      await new Promise((r) => setTimeout(r, 3000)); // ~15 idle polls
+      await new Promise((r) => setTimeout(r, 3000)); // settled
+      const c0 = await processCpuSeconds(a.pid);
+      const t0 = performance.now();
+      await new Promise((r) => setTimeout(r, IDLE_WINDOW_MS));
+      cpuPct.push(
+        ((await processCpuSeconds(a.pid)) - c0) / ((performance.now() - t0) / 1000) * 100,
+      );
       rss.push(await rssKiB(a.pid));
     } finally {
       a.kill("SIGTERM");
@@ -188,10 +205,26 @@ try {
     }
   }
   console.log(
-    `agent RSS: ${(rss[1] / 1024).toFixed(1)} MiB with 1,000 deployments vs ${
+    `agent RSS: ${(rss[1] / 1024).toFixed(1)} MiB with ${BIG} deployments vs ${
       (rss[0] / 1024).toFixed(1)
     } MiB with none (${(rss[1] / rss[0]).toFixed(2)}×)`,
   );
+  console.log(
+    `agent idle CPU (2 s interval, ${IDLE_WINDOW_MS / 1000} s window): ${
+      cpuPct[1].toFixed(2)
+    } % of a core with ${BIG} deployments vs ${cpuPct[0].toFixed(2)} % with none`,
+  );
+  await recordFigures({
+    deploy_apply_p50_ms: p50,
+    deploy_apply_p99_ms: p99,
+    deploy_poll_interval_ms: POLL_MS,
+    deploy_idle_requests_per_poll: idle.requests / IDLE,
+    deploy_idle_body_bytes_per_poll: idle.bytes / IDLE,
+    deploy_agent_rss_mib: rss[1] / 1024,
+    deploy_agent_rss_empty_mib: rss[0] / 1024,
+    deploy_agent_idle_cpu_pct: cpuPct[1],
+    deploy_agent_idle_cpu_empty_pct: cpuPct[0],
+  });
 } finally {
   await Deno.remove(tmp, { recursive: true });
   Deno.exit();

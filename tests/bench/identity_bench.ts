@@ -20,10 +20,14 @@ import { createFsBucket, FsStore } from "../../core/fs_store.ts";
 import { silentLogger } from "../../core/log.ts";
 import { type Deployment, parseResource } from "../../core/resources.ts";
 import { caEntry, writeCaState } from "../support/workload_ca.ts";
+import { benchSmoke, recordFigures } from "./bench_output.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
-  options: { pods: { type: "string", default: "500" }, rounds: { type: "string", default: "3" } },
+  options: {
+    pods: { type: "string", default: benchSmoke() ? "20" : "500" },
+    rounds: { type: "string", default: benchSmoke() ? "1" : "3" },
+  },
 });
 const PODS = Number(values.pods);
 const ROUNDS = Number(values.rounds);
@@ -131,6 +135,7 @@ try {
     `  openssl per process  ${openssl.toFixed(0)} certs/s  (rounds: ${fmt(opensslRates)})`,
   );
   console.log(`  ratio podmin/openssl ${(podmin / openssl).toFixed(2)}×`);
+  await recordFigures({ identity_certs_per_s: podmin, identity_openssl_certs_per_s: openssl });
   console.log(
     `  goal ≥ 500/s: ${podmin >= 500 ? "met" : "NOT met"}; goal ≥ 1× openssl: ${
       podmin >= openssl ? "met" : "NOT met"

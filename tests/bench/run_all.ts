@@ -1,0 +1,318 @@
+/**
+ * `deno task bench`: runs every benchmark of the project, one after the other (each in its own
+ * process, figures handed over through `$PODMIN_BENCH_JSON`), prints one table — figure, peer
+ * figure, ratio, goal, met or not — and writes the same as a flat JSON object (spec §10,
+ * "Benchmarks") to `bench/results.json`.
+ *
+ *   deno task bench [--smoke] [--out FILE]
+ *
+ * Bounded: the whole run stops at 15 minutes (a benchmark still running then is killed and its
+ * figures are missing, which the table shows). `--smoke` uses tiny sizes (figures present, not
+ * meaningful) and finishes in well under 2 minutes; tests/bench/bench_smoke_test.ts runs it.
+ * The machine may be shared: ratios are taken within one run, systems interleaved.
+ */
+
+import * as path from "node:path";
+import { parseArgs } from "node:util";
+import { BENCH_JSON_ENV, BENCH_SMOKE_ENV } from "./bench_output.ts";
+
+/** One benchmark program. */
+interface Bench {
+  name: string;
+  script: string;
+  args?: string[];
+  smokeArgs?: string[];
+  /** Needs root (network namespaces, eBPF). */
+  root?: boolean;
+}
+
+/** Every benchmark of the project, in the order they run. */
+export const BENCHES: Bench[] = [
+  { name: "deploy spine", script: "deploy_spine_bench.ts" },
+  { name: "registry", script: "registry_bench.ts" },
+  { name: "identity", script: "identity_bench.ts" },
+  {
+    name: "dataplane",
+    script: "dataplane_bench.ts",
+    args: ["--seconds", "1.5", "--rounds", "6"],
+    smokeArgs: ["--seconds", "0.2", "--rounds", "1"],
+    root: true,
+  },
+];
+
+/**
+ * One line of the table. `ratio` is the figure against its peer oriented so that higher is better
+ * for Podmin (`higher`: figure/peer; `lower`: peer/figure); `goal` is a bound on that ratio, or,
+ * with `absolute`, a bound on the figure itself.
+ */
+export interface Row {
+  key: string;
+  label: string;
+  figure: string;
+  peer: string;
+  unit: string;
+  better: "higher" | "lower";
+  goal?: number;
+  absolute?: { max?: number; min?: number };
+}
+
+/** The table: spec §10 "Benchmarks" names each key. */
+export const ROWS: Row[] = [
+  {
+    key: "registry_s3_vs_raw",
+    label: "registry blob GET, S3 store, vs raw S3 GET",
+    figure: "registry_s3_blob_mibs",
+    peer: "registry_s3_raw_mibs",
+    unit: "MiB/s",
+    better: "higher",
+    goal: 0.9,
+  },
+  {
+    key: "registry_s3_vs_distribution",
+    label: "registry blob GET, S3 store, vs distribution",
+    figure: "registry_s3_blob_mibs",
+    peer: "registry_s3_distribution_mibs",
+    unit: "MiB/s",
+    better: "higher",
+    goal: 1.2,
+  },
+  {
+    key: "registry_fs_vs_raw",
+    label: "registry blob GET, filesystem, vs raw file read",
+    figure: "registry_fs_blob_mibs",
+    peer: "registry_fs_raw_mibs",
+    unit: "MiB/s",
+    better: "higher",
+    goal: 0.8,
+  },
+  {
+    key: "registry_fs_vs_distribution",
+    label: "registry blob GET, filesystem, vs distribution",
+    figure: "registry_fs_blob_mibs",
+    peer: "registry_fs_distribution_mibs",
+    unit: "MiB/s",
+    better: "higher",
+    goal: 1.5,
+  },
+  {
+    key: "registry_s3_cpu_vs_distribution",
+    label: "registry server CPU per GiB, S3, vs distribution",
+    figure: "registry_s3_cpu_s_per_gib",
+    peer: "registry_s3_distribution_cpu_s_per_gib",
+    unit: "CPU-s/GiB",
+    better: "lower",
+    goal: 1,
+  },
+  {
+    key: "registry_fs_cpu_vs_distribution",
+    label: "registry server CPU per GiB, filesystem, vs distribution",
+    figure: "registry_fs_cpu_s_per_gib",
+    peer: "registry_fs_distribution_cpu_s_per_gib",
+    unit: "CPU-s/GiB",
+    better: "lower",
+    goal: 1,
+  },
+  {
+    key: "registry_rss",
+    label: "registry server RSS after the S3 GETs (peer: distribution)",
+    figure: "registry_s3_rss_mib",
+    peer: "registry_s3_distribution_rss_mib",
+    unit: "MiB",
+    better: "lower",
+    absolute: { max: 96 },
+  },
+  {
+    key: "registry_manifest_p50_vs_distribution",
+    label: "manifest by tag p50, S3, vs distribution",
+    figure: "registry_manifest_p50_ms",
+    peer: "registry_manifest_distribution_p50_ms",
+    unit: "ms",
+    better: "lower",
+  },
+  {
+    key: "registry_manifest_p99_vs_distribution",
+    label: "manifest by tag p99, S3, vs distribution",
+    figure: "registry_manifest_p99_ms",
+    peer: "registry_manifest_distribution_p99_ms",
+    unit: "ms",
+    better: "lower",
+    goal: 1.2,
+  },
+  {
+    key: "deploy_apply_p99",
+    label: "apply → manifest on disk p99 (peer: the poll interval)",
+    figure: "deploy_apply_p99_ms",
+    peer: "deploy_poll_interval_ms",
+    unit: "ms",
+    better: "lower",
+  },
+  {
+    key: "deploy_idle_requests",
+    label: "agent idle poll: requests per poll (1k Deployments)",
+    figure: "deploy_idle_requests_per_poll",
+    peer: "deploy_idle_requests_per_poll",
+    unit: "requests",
+    better: "lower",
+    absolute: { max: 1 },
+  },
+  {
+    key: "deploy_agent_rss",
+    label: "agent RSS, 1k Deployments (peer: empty index)",
+    figure: "deploy_agent_rss_mib",
+    peer: "deploy_agent_rss_empty_mib",
+    unit: "MiB",
+    better: "lower",
+    absolute: { max: 64 },
+  },
+  {
+    key: "deploy_agent_idle_cpu",
+    label: "agent idle CPU, 1k Deployments (peer: empty index)",
+    figure: "deploy_agent_idle_cpu_pct",
+    peer: "deploy_agent_idle_cpu_empty_pct",
+    unit: "% core",
+    better: "lower",
+    absolute: { max: 0.3 },
+  },
+  {
+    key: "identity_vs_openssl",
+    label: "Pod certificates issued+written vs openssl per process",
+    figure: "identity_certs_per_s",
+    peer: "identity_openssl_certs_per_s",
+    unit: "certs/s",
+    better: "higher",
+    goal: 1,
+    absolute: { min: 500 },
+  },
+  {
+    key: "dataplane_ebpf_vs_nftables",
+    label: "TCP connections via eBPF VIP vs nftables VIP (client-bound)",
+    figure: "dataplane_ebpf_conn_per_s",
+    peer: "dataplane_nftables_conn_per_s",
+    unit: "conn/s",
+    better: "higher",
+  },
+  {
+    key: "dataplane_new_flow_flat",
+    label: "eBPF new-flow packet, 10k Services (1 hot) vs 1",
+    figure: "dataplane_new_flow_10k_hot_ns",
+    peer: "dataplane_new_flow_1_ns",
+    unit: "ns",
+    better: "lower",
+    goal: 0.8,
+  },
+  {
+    key: "dataplane_established_flat",
+    label: "eBPF established packet, 10k Services (1 hot) vs 1",
+    figure: "dataplane_established_10k_hot_ns",
+    peer: "dataplane_established_1_ns",
+    unit: "ns",
+    better: "lower",
+    goal: 0.8,
+  },
+];
+
+/** Every key results.json holds: the figures, then each row's ratio and met (1/0). */
+export function expectedKeys(): string[] {
+  const figures = new Set(ROWS.flatMap((r) => [r.figure, r.peer]));
+  return [...figures, ...ROWS.flatMap((r) => [`${r.key}_ratio`, `${r.key}_met`])];
+}
+
+const TOTAL_MS = 15 * 60_000;
+
+async function runBench(
+  b: Bench,
+  options: { smoke: boolean; json: string; deadline: number },
+): Promise<void> {
+  if (b.root && Deno.uid() !== 0) {
+    console.log(`\n== ${b.name}: skipped (needs root); its figures are missing`);
+    return;
+  }
+  console.log(`\n== ${b.name}`);
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      path.join(import.meta.dirname!, b.script),
+      ...(options.smoke ? b.smokeArgs ?? [] : b.args ?? []),
+    ],
+    env: { [BENCH_JSON_ENV]: options.json, [BENCH_SMOKE_ENV]: options.smoke ? "1" : "0" },
+    stdin: "null",
+  }).spawn();
+  const timer = setTimeout(() => {
+    console.log(`== ${b.name}: killed at the run's time bound`);
+    child.kill("SIGKILL");
+  }, Math.max(0, options.deadline - Date.now()));
+  const status = await child.status;
+  clearTimeout(timer);
+  if (!status.success) console.log(`== ${b.name}: exited ${status.code}`);
+}
+
+function evaluate(row: Row, figures: Record<string, number>) {
+  const f = figures[row.figure], p = figures[row.peer];
+  const ratio = row.better === "higher" ? f / p : p / f;
+  let met = Number.isFinite(f);
+  if (row.goal !== undefined) met &&= ratio >= row.goal;
+  if (row.absolute?.max !== undefined) met &&= f <= row.absolute.max;
+  if (row.absolute?.min !== undefined) met &&= f >= row.absolute.min;
+  const goals = [
+    row.goal !== undefined ? `ratio ≥ ${row.goal}` : "",
+    row.absolute?.max !== undefined ? `≤ ${row.absolute.max} ${row.unit}` : "",
+    row.absolute?.min !== undefined ? `≥ ${row.absolute.min} ${row.unit}` : "",
+  ].filter(Boolean).join(", ");
+  return { f, p, ratio, met, goals: goals || "—" };
+}
+
+/** Runs the benchmarks and writes the results; returns the flat results object. */
+export async function runAll(
+  options: { smoke: boolean; out: string },
+): Promise<Record<string, number>> {
+  const deadline = Date.now() + TOTAL_MS;
+  const json = await Deno.makeTempFile({ prefix: "podmin-bench-", suffix: ".json" });
+  try {
+    await Deno.writeTextFile(json, "{}");
+    for (const b of BENCHES) await runBench(b, { smoke: options.smoke, json, deadline });
+    const figures: Record<string, number> = JSON.parse(await Deno.readTextFile(json));
+    const results: Record<string, number> = {};
+    for (const k of new Set(ROWS.flatMap((r) => [r.figure, r.peer]))) {
+      results[k] = figures[k] ?? NaN;
+    }
+    const fmt = (x: number) =>
+      !Number.isFinite(x) ? "—" : Math.abs(x) >= 100 ? x.toFixed(0) : x.toPrecision(3);
+    console.log(
+      `\n${options.smoke ? "SMOKE RUN (tiny sizes: figures not meaningful)\n" : ""}` +
+        `${"what".padEnd(62)} ${"figure".padStart(9)} ${"peer".padStart(9)} ${"unit".padEnd(9)} ` +
+        `${"ratio".padStart(6)}  ${"goal".padEnd(22)} met`,
+    );
+    for (const row of ROWS) {
+      const e = evaluate(row, figures);
+      results[`${row.key}_ratio`] = e.ratio;
+      results[`${row.key}_met`] = e.met ? 1 : 0;
+      console.log(
+        `${row.label.padEnd(62)} ${fmt(e.f).padStart(9)} ${fmt(e.p).padStart(9)} ${
+          row.unit.padEnd(9)
+        } ${fmt(e.ratio).padStart(6)}  ${e.goals.padEnd(22)} ${
+          e.goals === "—" ? "" : e.met ? "yes" : "NO"
+        }`,
+      );
+    }
+    await Deno.mkdir(path.dirname(options.out), { recursive: true });
+    // NaN is not JSON: a missing figure is written as null.
+    await Deno.writeTextFile(options.out, JSON.stringify(results, null, 2) + "\n");
+    console.log(`\nwritten: ${options.out}`);
+    return results;
+  } finally {
+    await Deno.remove(json).catch(() => {});
+  }
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      smoke: { type: "boolean", default: false },
+      out: { type: "string", default: path.join(import.meta.dirname!, "../../bench/results.json") },
+    },
+  });
+  await runAll({ smoke: values.smoke, out: path.resolve(values.out) });
+  Deno.exit(0);
+}
