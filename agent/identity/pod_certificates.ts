@@ -84,6 +84,11 @@ interface Current {
   /** When it is due for renewal (ms). */
   renewAt: number;
   issuerFingerprint?: string;
+  /**
+   * The checked CA state it was last validated against: while that state and the generation stay
+   * the same, a pass re-checks only the time window (no signature verification per Pod and pass).
+   */
+  validatedWith?: CheckedCaState;
 }
 
 /** Per-Pod status for the agent's status file. */
@@ -169,9 +174,24 @@ export class PodCertificates {
       const trust = "error" in issuer
         ? (current ? parseCertificatesPem(current.bundlePem, `${dir}/${TLS_FILES.ca}`) : [])
         : issuer.checked.retained.map((c) => c.certificate);
-      const problems = current
-        ? await validateLeaf({ certificate: current.certificate, trust, profile: "pod", now, uri })
-        : ["no certificate yet"];
+      const checkedState = "error" in issuer ? undefined : issuer.checked;
+      let problems: string[];
+      if (!current) problems = ["no certificate yet"];
+      else if (checkedState && current.validatedWith === checkedState) {
+        // Validated against this very state before: only time can have changed.
+        problems = now > current.certificate.notAfter
+          ? [`expired at ${current.certificate.notAfter.toISOString()}`]
+          : [];
+      } else {
+        problems = await validateLeaf({
+          certificate: current.certificate,
+          trust,
+          profile: "pod",
+          now,
+          uri,
+        });
+        if (!problems.length && checkedState) current.validatedWith = checkedState;
+      }
       const reason = renewalReason({ current, problems, now, dnsNames, issuer });
       if (reason && !("error" in issuer)) {
         current = await this.#issue({ ref, dir, uri, dnsNames, issuer, now });
