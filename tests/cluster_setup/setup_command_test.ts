@@ -273,6 +273,8 @@ testWith(
           const before = (await store.head(DEPENDENCY_MANIFEST)).etag;
           files.set("kubelet", randomBytes(30_000_000));
           await Deno.writeTextFile(`${tmp}/catalog.json`, JSON.stringify(catalog(true)));
+          // The site sends 12 MB of kubelet and then holds the rest: setup cannot get past it.
+          const stalled = site.stallNext("kubelet", 12_000_000);
           const child = new Deno.Command(Deno.execPath(), {
             args: ["run", "-A", new URL("../../cli/main.ts", import.meta.url).pathname, ...args],
             env,
@@ -281,14 +283,22 @@ testWith(
           }).spawn();
           const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
           let seen = "";
-          while (!/download kubelet|upload kubelet/.test(seen)) {
+          let ended = false;
+          // setup's progress line for kubelet: it has received bytes of the stalled download.
+          while (!/download kubelet [^:]*: [0-9.]+ [KM]iB \//.test(seen)) {
             const { value, done } = await reader.read();
-            if (done) break;
+            if (done) {
+              ended = true;
+              break;
+            }
             seen += value;
           }
+          assert.ok(!ended, `setup ended before downloading kubelet:\n${seen}`);
+          await stalled;
           child.kill("SIGKILL");
-          await child.status;
+          const status = await child.status;
           await reader.cancel().catch(() => {});
+          assert.equal(status.signal, "SIGKILL", "setup died of the kill, mid-download");
           assert.equal(
             (await store.head(DEPENDENCY_MANIFEST)).etag,
             before,
