@@ -17,6 +17,7 @@ import {
 import {
   GetBucketLifecycleConfigurationCommand,
   GetPublicAccessBlockCommand,
+  HeadBucketCommand,
 } from "@aws-sdk/client-s3";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import {
@@ -156,8 +157,6 @@ testWith(
         `${tmp}/catalog.json`,
         "--agent-binary",
         `amd64=${tmp}/agent-amd64`,
-        "--ami",
-        "amd64=ami-12345678",
         "--sandbox-image",
         `127.0.0.1:${port}/pause:3.10`,
         "--mirror-plain-http",
@@ -224,6 +223,11 @@ testWith(
           );
           const lt = parsed.resource.aws_launch_template;
           userData1 = JSON.stringify(lt);
+          // No --ami: the AMI is Debian's, looked up in the region's public SSM parameter.
+          assert.deepEqual(
+            Object.values(lt).map((t) => (t as { image_id: string }).image_id),
+            ["ami-0deb120000000a64e"],
+          );
         },
       );
 
@@ -303,6 +307,23 @@ testWith(
             (await store.head(DEPENDENCY_MANIFEST)).etag,
             before,
             "manifest intact after a killed setup",
+          );
+        },
+      );
+
+      await t.step(
+        "no --ami where the region has no public AMI parameter: refused before anything is written",
+        async () => {
+          const elsewhere = args.map((a) => a === "us-east-1" ? "eu-west-3" : a);
+          elsewhere[1] = `s3://${bucket}-eu`;
+          const r = await podmin(elsewhere, env);
+          assert.equal(r.code, 1, r.stderr);
+          assert.match(
+            r.stderr,
+            /cannot resolve the Debian 12 amd64 AMI \(\/aws\/service\/debian\/release\/12\/latest\/amd64\): .*\nhint: pass --ami amd64=ami-/s,
+          );
+          await assert.rejects(
+            store.client.send(new HeadBucketCommand({ Bucket: `${bucket}-eu` })),
           );
         },
       );
