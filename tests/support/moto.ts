@@ -110,6 +110,7 @@ async function startMoto(options: { setEnv: boolean }): Promise<Moto> {
     try {
       child.kill("SIGKILL");
     } catch { /* gone */ }
+    child.ref(); // an unref'd child's status alone would not keep the event loop waiting
     await child.status;
     child = undefined;
   };
