@@ -88,3 +88,61 @@ export async function userWithPolicy(
   if (!id || !secret) throw new Error(`no access key in ${xml}`);
   return { AWS_ACCESS_KEY_ID: id, AWS_SECRET_ACCESS_KEY: secret };
 }
+
+/** Temporary credentials of an assumed role (what an instance role hands out through IMDS). */
+export interface RoleCredentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken: string;
+}
+
+/**
+ * Creates a role with `policy` inline that the account may assume, and assumes it (as EC2 does
+ * for an instance profile). Call while IAM is not enforced.
+ */
+export async function assumedRole(
+  o: { endpoint: string; role: string; policy: string },
+): Promise<RoleCredentials> {
+  const trust = JSON.stringify({
+    Version: "2012-10-17",
+    Statement: [{
+      Effect: "Allow",
+      Principal: { AWS: `arn:aws:iam::${MOTO_ACCOUNT}:root` },
+      Action: "sts:AssumeRole",
+    }],
+  });
+  await iam(o.endpoint, {
+    Action: "CreateRole",
+    RoleName: o.role,
+    AssumeRolePolicyDocument: trust,
+  });
+  await iam(o.endpoint, {
+    Action: "PutRolePolicy",
+    RoleName: o.role,
+    PolicyName: `${o.role}-policy`,
+    PolicyDocument: o.policy,
+  });
+  const res = await fetch(o.endpoint, {
+    method: "POST",
+    headers: {
+      "Content-Type": "application/x-www-form-urlencoded",
+      Authorization:
+        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=0",
+    },
+    body: new URLSearchParams({
+      Action: "AssumeRole",
+      RoleArn: `arn:aws:iam::${MOTO_ACCOUNT}:role/${o.role}`,
+      RoleSessionName: "i-0123456789abcdef0",
+      Version: "2011-06-15",
+    }),
+  });
+  const xml = await res.text();
+  const field = (name: string) => new RegExp(`<${name}>([^<]+)</${name}>`).exec(xml)?.[1];
+  const creds = {
+    accessKeyId: field("AccessKeyId") ?? "",
+    secretAccessKey: field("SecretAccessKey") ?? "",
+    sessionToken: field("SessionToken") ?? "",
+  };
+  if (!res.ok || !creds.accessKeyId) throw new Error(`AssumeRole: ${res.status} ${xml}`);
+  return creds;
+}
