@@ -106,6 +106,8 @@ export interface HttpFaultProxy {
   seen: string[];
   /** Answers the next matching requests with `error` (queued after earlier injections). */
   inject(error: InjectedError): void;
+  /** Drops every pending injection: all requests reach the peer again. */
+  clear(): void;
   close(): Promise<void>;
 }
 
@@ -151,6 +153,9 @@ export function httpFaultProxy(target: string): HttpFaultProxy {
     seen,
     inject(error) {
       injections.push({ match: () => true, times: 1, ...error });
+    },
+    clear() {
+      injections.length = 0;
     },
     close: () => server.shutdown(),
   };
