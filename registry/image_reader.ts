@@ -11,8 +11,8 @@ import {
   type ImageRepository,
   imageTagKey,
 } from "../core/bucket_layout.ts";
-import { isDigest, sha256Hex } from "../core/digest.ts";
-import { ValidationError } from "../core/errors.ts";
+import { isDigest, Sha256Counter, sha256Hex } from "../core/digest.ts";
+import { DigestMismatchError, ValidationError } from "../core/errors.ts";
 import type { ByteRange, ObjectStore } from "../core/object_store.ts";
 import { parseManifest } from "./manifest.ts";
 
@@ -115,7 +115,12 @@ export class ImageReader {
     return info.size;
   }
 
-  /** Streams a blob or a range of it (one GET, no HEAD). */
+  /**
+   * Streams a blob or a range of it (one GET, no HEAD). A whole blob is verified against its
+   * digest while it streams: its last chunk is held back until the digest matches, so stored
+   * bytes that are truncated or altered end the stream with an error and are never delivered as
+   * a complete blob. (A range cannot be verified; the client checks the assembled blob.)
+   */
   async blob(
     root: "apps" | "mirror",
     digest: string,
@@ -124,6 +129,29 @@ export class ImageReader {
     const key = imageBlobKey(root, digest.slice(7));
     const { info, body } = await this.#store.getStream(key, { range });
     this.#blobSizes.set(key, info.size);
-    return { body, size: info.size };
+    return { body: range ? body : body.pipeThrough(verifying(digest, key)), size: info.size };
   }
+}
+
+/** Passes a stream through, holding back its last chunk until the whole has `digest`. */
+function verifying(digest: string, key: string): TransformStream<Uint8Array, Uint8Array> {
+  const hash = new Sha256Counter();
+  let held: Uint8Array | undefined;
+  return new TransformStream({
+    transform(chunk, controller) {
+      if (held) controller.enqueue(held);
+      hash.update(chunk);
+      held = chunk;
+    },
+    flush(controller) {
+      const actual = `sha256:${hash.hex()}`;
+      if (actual !== digest) {
+        throw new DigestMismatchError(
+          `stored blob ${key} has digest ${actual} (${hash.bytes} bytes), not ${digest}`,
+          { key },
+        );
+      }
+      if (held) controller.enqueue(held);
+    },
+  });
 }

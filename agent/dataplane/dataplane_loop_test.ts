@@ -3,23 +3,41 @@ import { ValidationError } from "../../core/errors.ts";
 import type { ApplyResult } from "./dataplane.ts";
 import { DataplaneLoop } from "./dataplane_loop.ts";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Records applies; each takes `ms`. */
-function recorder(ms = 0) {
+/**
+ * Records applies and signals each one. `hold()` makes the next applies wait until released, so a
+ * test can act while a pass is provably running; `started(n)` resolves once the n-th apply began.
+ */
+function recorder() {
   const calls: { snapshot: unknown; full: boolean }[] = [];
+  const waiters: { n: number; resolve: () => void }[] = [];
+  let gate: Promise<void> | undefined;
   return {
     calls,
+    hold(): () => void {
+      const { promise, resolve } = Promise.withResolvers<void>();
+      gate = promise;
+      return () => {
+        gate = undefined;
+        resolve();
+      };
+    },
+    started(n: number): Promise<void> {
+      if (calls.length >= n) return Promise.resolve();
+      const { promise, resolve } = Promise.withResolvers<void>();
+      waiters.push({ n, resolve });
+      return promise;
+    },
     async apply(snapshot: unknown, options?: { full?: boolean }): Promise<ApplyResult> {
       calls.push({ snapshot, full: options?.full ?? false });
-      await sleep(ms);
+      for (const w of waiters.filter((w) => calls.length >= w.n)) w.resolve();
+      await gate;
       return {} as ApplyResult;
     },
   };
 }
 
 Deno.test("dataplane loop: a burst of hints costs one pass; hints during a pass one more", async () => {
-  const dp = recorder(60);
+  const dp = recorder();
   let generation = 0;
   const loop = new DataplaneLoop({
     dataplane: dp,
@@ -31,9 +49,11 @@ Deno.test("dataplane loop: a burst of hints costs one pass; hints during a pass 
   await loop.idle();
   assert.deepEqual(dp.calls.map((c) => c.full), [true]);
 
+  const release = dp.hold();
   for (let i = 0; i < 20; i++) loop.hint();
-  await sleep(50); // the coalesced pass is running now
+  await dp.started(2); // the coalesced pass is running now, held until released
   for (let i = 0; i < 20; i++) loop.hint(); // arrive during it
+  release();
   await loop.idle();
   assert.deepEqual(dp.calls.map((c) => c.full), [true, false, false]);
   assert.equal(loop.passes[1].hints, 20);
@@ -46,7 +66,7 @@ Deno.test("dataplane loop: a burst of hints costs one pass; hints during a pass 
   ]);
   await loop.stop();
   loop.hint();
-  await sleep(60);
+  await loop.idle(); // waits for any hint timer and the pass it would start
   assert.equal(dp.calls.length, 3, "no pass after stop");
 });
 
@@ -54,10 +74,10 @@ Deno.test("dataplane loop: the periodic scan runs full passes without hints", as
   const dp = recorder();
   const loop = new DataplaneLoop({ dataplane: dp, snapshot: () => ({}), scanIntervalMs: 40 });
   loop.start();
-  await sleep(150);
+  await dp.started(3); // the start pass and two timed passes, whenever the timer gets to run
   await loop.stop();
-  assert.ok(dp.calls.length >= 3, `${dp.calls.length} passes`);
   assert.ok(dp.calls.every((c) => c.full));
+  assert.ok(loop.passes.every((p) => p.hints === 0));
 });
 
 Deno.test("dataplane loop: a failing pass is reported once and retried", async () => {

@@ -17,6 +17,7 @@ import {
 import {
   GetBucketLifecycleConfigurationCommand,
   GetPublicAccessBlockCommand,
+  HeadBucketCommand,
 } from "@aws-sdk/client-s3";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import {
@@ -157,8 +158,6 @@ testWith(
         `${tmp}/catalog.json`,
         "--agent-binary",
         `amd64=${tmp}/agent-amd64`,
-        "--ami",
-        "amd64=ami-12345678",
         "--sandbox-image",
         `127.0.0.1:${port}/pause:3.10`,
         "--mirror-plain-http",
@@ -225,6 +224,11 @@ testWith(
           );
           const lt = parsed.resource.aws_launch_template;
           userData1 = JSON.stringify(lt);
+          // No --ami: the AMI is Debian's, looked up in the region's public SSM parameter.
+          assert.deepEqual(
+            Object.values(lt).map((t) => (t as { image_id: string }).image_id),
+            ["ami-0deb120000000a64e"],
+          );
         },
       );
 
@@ -274,6 +278,8 @@ testWith(
           const before = (await store.head(DEPENDENCY_MANIFEST)).etag;
           files.set("kubelet", randomBytes(30_000_000));
           await Deno.writeTextFile(`${tmp}/catalog.json`, JSON.stringify(catalog(true)));
+          // The site sends 12 MB of kubelet and then holds the rest: setup cannot get past it.
+          const stalled = site.stallNext("kubelet", 12_000_000);
           const child = new Deno.Command(Deno.execPath(), {
             args: ["run", "-A", new URL("../../cli/main.ts", import.meta.url).pathname, ...args],
             env,
@@ -282,18 +288,43 @@ testWith(
           }).spawn();
           const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
           let seen = "";
-          while (!/download kubelet|upload kubelet/.test(seen)) {
+          let ended = false;
+          // setup's progress line for kubelet: it has received bytes of the stalled download.
+          while (!/download kubelet [^:]*: [0-9.]+ [KM]iB \//.test(seen)) {
             const { value, done } = await reader.read();
-            if (done) break;
+            if (done) {
+              ended = true;
+              break;
+            }
             seen += value;
           }
+          assert.ok(!ended, `setup ended before downloading kubelet:\n${seen}`);
+          await stalled;
           child.kill("SIGKILL");
-          await child.status;
+          const status = await child.status;
           await reader.cancel().catch(() => {});
+          assert.equal(status.signal, "SIGKILL", "setup died of the kill, mid-download");
           assert.equal(
             (await store.head(DEPENDENCY_MANIFEST)).etag,
             before,
             "manifest intact after a killed setup",
+          );
+        },
+      );
+
+      await t.step(
+        "no --ami where the region has no public AMI parameter: refused before anything is written",
+        async () => {
+          const elsewhere = args.map((a) => a === "us-east-1" ? "eu-west-3" : a);
+          elsewhere[1] = `s3://${bucket}-eu`;
+          const r = await podmin(elsewhere, env);
+          assert.equal(r.code, 1, r.stderr);
+          assert.match(
+            r.stderr,
+            /cannot resolve the Debian 12 amd64 AMI \(\/aws\/service\/debian\/release\/12\/latest\/amd64\): .*\nhint: pass --ami amd64=ami-/s,
+          );
+          await assert.rejects(
+            store.client.send(new HeadBucketCommand({ Bucket: `${bucket}-eu` })),
           );
         },
       );

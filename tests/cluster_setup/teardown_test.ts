@@ -14,6 +14,7 @@ import { getIfExists } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../support/moto.ts";
 import { podmin } from "../support/programs.ts";
+import { runOnTerminal } from "../support/terminal.ts";
 
 const recorder = new URL("../support/tofu_recorder.sh", import.meta.url).pathname;
 
@@ -90,6 +91,76 @@ Deno.test("teardown/destroy [moto]: teardown keeps bucket and CAs; destroy needs
       new S3Client({ region: "us-east-1", forcePathStyle: true }).send(
         new HeadBucketCommand({ Bucket: bucket }),
       ),
+    );
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+Deno.test("teardown/destroy [moto]: on a terminal the operator types the cluster name; anything else changes nothing", async () => {
+  const m = await moto();
+  await m.reset();
+  const bucket = await m.createBucket();
+  const store = new S3Store({ bucket, region: "us-east-1" });
+  const ssm = new SSMClient({ region: "us-east-1" });
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-confirm-" });
+  const log = path.join(tmp, "tofu.jsonl");
+  const env = { PODMIN_TOFU: recorder, PODMIN_TOFU_LOG: log };
+  const main = new URL("../../cli/main.ts", import.meta.url).pathname;
+  const common = (what: string) => [
+    Deno.execPath(),
+    "run",
+    "-A",
+    main,
+    what,
+    "--bucket",
+    `s3://${bucket}`,
+    "--cluster",
+    "prod",
+    "--work-dir",
+    path.join(tmp, "work"),
+  ];
+  const prompt = /Type the cluster name \(prod\) to confirm:/;
+  try {
+    await store.put(
+      INFRA_CONFIG,
+      new TextEncoder().encode('{"terraform":{"backend":{"s3":{}}}}\n'),
+    );
+    await store.put(DEPLOYMENT_INDEX, new TextEncoder().encode("{}"));
+    await ensureClusterCas({ ssm, cluster: "prod" });
+
+    // A wrong answer: refused, tofu never ran.
+    const wrong = await runOnTerminal({ command: common("teardown"), env, prompt, answer: "prd" });
+    assert.ok(wrong.prompted, wrong.screen);
+    assert.equal(wrong.code, 2, wrong.screen);
+    assert.match(wrong.screen, /This will destroy the VMs, networks and roles of cluster prod/);
+    assert.match(
+      wrong.screen,
+      /error: not confirmed; nothing was changed\nhint: type prod exactly/,
+    );
+    assert.deepEqual(await records(log), [], "tofu did not run");
+
+    // The cluster name: teardown runs.
+    const right = await runOnTerminal({ command: common("teardown"), env, prompt, answer: "prod" });
+    assert.ok(right.prompted, right.screen);
+    assert.equal(right.code, 0, right.screen);
+    assert.match(right.screen, /cluster prod: infrastructure removed/);
+    assert.deepEqual((await records(log)).map((c) => c.args[0]), ["init", "destroy"]);
+
+    // destroy, confirmed on the terminal: everything goes.
+    const destroyed = await runOnTerminal({
+      command: common("destroy"),
+      env,
+      prompt,
+      answer: "  prod ",
+    });
+    assert.ok(destroyed.prompted, destroyed.screen);
+    assert.equal(destroyed.code, 0, destroyed.screen);
+    assert.match(destroyed.screen, /This will permanently delete cluster prod/);
+    assert.match(destroyed.screen, /cluster prod destroyed/);
+    await assert.rejects(
+      ssm.send(new GetParameterCommand({ Name: "/prod/_system/workload-ca-key" })),
+      /ParameterNotFound/,
     );
   } finally {
     await Deno.remove(tmp, { recursive: true });

@@ -15,49 +15,109 @@ function assertWhole(body: Uint8Array): number {
   return v;
 }
 
+const WRITER = new URL("../support/fs_store_writer.ts", import.meta.url).pathname;
+const valueOf = (g: number) => (g % 251) + 1;
+
+/** One kill: where the writer pauses (if it does), and the marker line that triggers the kill. */
+interface Trial {
+  pause?: [gen: number, chunk: number];
+  killAt: (line: string) => boolean;
+}
+
+/**
+ * Runs the writer until `trial.killAt` matches one of its progress lines, kills it with SIGKILL
+ * and returns the lines it printed.
+ */
+async function killWriter(root: string, trial: Trial): Promise<string[]> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", WRITER, root, "crash/object", ...(trial.pause ?? []).map(String)],
+    stdin: "piped", // held open: a paused writer blocks on it
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines: string[] = [];
+  let pending = "";
+  let killed = false;
+  for await (const bytes of child.stdout.pipeThrough(new TextDecoderStream())) {
+    pending += bytes;
+    const parts = pending.split("\n");
+    pending = parts.pop()!;
+    for (const line of parts) {
+      lines.push(line);
+      if (!killed && trial.killAt(line)) {
+        child.kill("SIGKILL");
+        killed = true;
+      }
+    }
+  }
+  const status = await child.status;
+  await child.stdin.close().catch(() => {});
+  assert.ok(killed, `the writer exited before its marker: ${lines.slice(-3).join(" | ")}`);
+  assert.equal(status.signal, "SIGKILL", "the writer died of SIGKILL");
+  return lines;
+}
+
+const completed = (lines: string[]) =>
+  lines.filter((l) => l.startsWith("wrote ")).map((l) => Number(l.split(" ")[1]));
+
 Deno.test("fs store: SIGKILL during writes leaves the old or the new object, never a partial one", async () => {
   const root = await Deno.makeTempDir({ prefix: "podmin-crash-" });
   try {
     const store = new FsStore({ root });
-    const delays = [15, 60, 140, 250, 400, 700];
-    let kills = 0;
-    for (const delay of delays) {
-      const child = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "-A",
-          new URL("../support/fs_store_writer.ts", import.meta.url).pathname,
-          root,
-          "crash/object",
-        ],
-        stdout: "piped",
-        stderr: "inherit",
-      }).spawn();
-      // Let it complete at least one write when possible, then kill it at a varying moment.
-      await new Promise((r) => setTimeout(r, 1500 + delay));
-      child.kill("SIGKILL");
-      const out = await child.output();
-      assert.equal(out.signal, "SIGKILL");
-      kills++;
-      const wrote = new TextDecoder().decode(out.stdout).trim().split("\n").filter(Boolean);
-      const got = await store.get("crash/object").catch((e) => e);
-      if (wrote.length === 0 && got instanceof Error) continue; // killed before the first write
-      assert.ok(!(got instanceof Error), `get failed: ${got}`);
+    const tempFiles = () => {
+      try {
+        return [...Deno.readDirSync(`${root}/.tmp`)].length;
+      } catch (err) {
+        if (err instanceof Deno.errors.NotFound) return 0; // no writer has started yet
+        throw err;
+      }
+    };
+    // The value the object holds now (undefined: no object yet).
+    let current: number | undefined;
+
+    // 1. Paused mid-stream (chunk k ≥ 2 handed over: the temp file exists, the rename has not
+    //    happened): the object is exactly the last completed generation, and a temp file is left.
+    const paused: [number, number][] = [[2, 2], [2, 9], [4, 16], [6, 5]];
+    for (const [gen, chunk] of paused) {
+      const before = tempFiles();
+      const lines = await killWriter(root, {
+        pause: [gen, chunk],
+        killAt: (l) => l === `paused ${gen} ${chunk}`,
+      });
+      assert.deepEqual(completed(lines), Array.from({ length: gen - 1 }, (_, i) => i + 1));
+      current = valueOf(gen - 1);
+      const got = await store.get("crash/object");
+      if (got.notModified) throw new Error("unexpected not-modified");
+      assert.equal(assertWhole(got.body), current, `killed in generation ${gen}, chunk ${chunk}`);
+      assert.equal(tempFiles(), before + 1, "the interrupted write left its temp file");
+    }
+
+    // 2. Killed as soon as the writer announces a write (whole-buffer `put` or stream): wherever
+    //    the kill lands, the object is the previous generation or the new one, whole.
+    for (const gen of [1, 3, 4, 5, 8]) {
+      const lines = await killWriter(root, { killAt: (l) => l === `begin ${gen}` });
+      const done = completed(lines);
+      assert.deepEqual(done, Array.from({ length: gen - 1 }, (_, i) => i + 1));
+      const previous = gen > 1 ? valueOf(gen - 1) : current;
+      const got = await store.get("crash/object");
       if (got.notModified) throw new Error("unexpected not-modified");
       const value = assertWhole(got.body);
-      // The object is the last completed generation or the one in flight.
-      const last = wrote.length ? Number(wrote[wrote.length - 1].split(" ")[1]) : 0;
-      const candidates = [last, last + 1].map((g) => (g % 251) + 1);
-      assert.ok(candidates.includes(value), `value ${value} not in ${candidates}`);
+      assert.ok(
+        value === previous || value === valueOf(gen),
+        `killed at the start of generation ${gen}: value ${value}, expected ${previous} or ${
+          valueOf(gen)
+        }`,
+      );
+      current = value;
     }
-    assert.equal(kills, delays.length);
+
     // Leftover temp files are swept and do not show up as objects.
     const keys = [];
     for await (const o of store.list("")) keys.push(o.key);
     assert.deepEqual(keys, ["crash/object"]);
-    // At least one kill landed mid-write: its temp file is what the sweep removes.
-    assert.ok((await store.sweepTemp(0)) >= 1, "no kill interrupted a write");
-    assert.equal([...Deno.readDirSync(`${root}/.tmp`)].length, 0);
+    const swept = await store.sweepTemp(0);
+    assert.ok(swept >= paused.length, `swept ${swept} temp files, fewer than the paused kills`);
+    assert.equal(tempFiles(), 0);
   } finally {
     await Deno.remove(root, { recursive: true });
   }

@@ -87,3 +87,76 @@ export function faultProxy(targetPort: number): FaultProxy {
     },
   };
 }
+
+/** An S3 error answer the HTTP fault proxy gives instead of forwarding a request. */
+export interface InjectedError {
+  status: number;
+  /** S3's error code (`SlowDown`, `OperationAborted`, …); the body is S3's XML error. */
+  code: string;
+  /** Only requests this matches are answered with the error (default: every request). */
+  match?: (request: { method: string; path: string; headers: Headers }) => boolean;
+  /** How many matching requests get the error (default 1; Infinity for all). */
+  times?: number;
+}
+
+/** A running HTTP fault proxy. */
+export interface HttpFaultProxy {
+  endpoint: string;
+  /** Requests seen, as "METHOD PATH STATUS" (STATUS is the injected or the forwarded one). */
+  seen: string[];
+  /** Answers the next matching requests with `error` (queued after earlier injections). */
+  inject(error: InjectedError): void;
+  /** Drops every pending injection: all requests reach the peer again. */
+  clear(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * An HTTP proxy in front of a real S3 endpoint (moto) that forwards every request, except those
+ * an injection claims: they get S3's XML error with the injected status and code, as S3 sends
+ * them, so the client's own error parsing runs. For error paths moto cannot produce on demand.
+ */
+export function httpFaultProxy(target: string): HttpFaultProxy {
+  const injections: Required<InjectedError>[] = [];
+  const seen: string[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
+    const url = new URL(req.url);
+    const path = `${url.pathname}${url.search}`;
+    const i = injections.findIndex((e) =>
+      e.match({ method: req.method, path, headers: req.headers })
+    );
+    if (i >= 0) {
+      const e = injections[i];
+      if (--e.times <= 0) injections.splice(i, 1);
+      await req.body?.cancel();
+      seen.push(`${req.method} ${path} ${e.status}`);
+      const body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${e.code}</Code>` +
+        `<Message>injected by the test</Message><RequestId>FAULT</RequestId></Error>`;
+      return new Response(body, {
+        status: e.status,
+        headers: { "Content-Type": "application/xml", "x-amz-request-id": "FAULT" },
+      });
+    }
+    const headers = new Headers(req.headers);
+    headers.delete("host");
+    const res = await fetch(`${target}${path}`, {
+      method: req.method,
+      headers,
+      body: req.body,
+      redirect: "manual",
+    });
+    seen.push(`${req.method} ${path} ${res.status}`);
+    return new Response(res.body, { status: res.status, headers: res.headers });
+  });
+  return {
+    endpoint: `http://127.0.0.1:${server.addr.port}`,
+    seen,
+    inject(error) {
+      injections.push({ match: () => true, times: 1, ...error });
+    },
+    clear() {
+      injections.length = 0;
+    },
+    close: () => server.shutdown(),
+  };
+}

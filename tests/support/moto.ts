@@ -1,6 +1,10 @@
 /**
  * A moto server for the test suite: started once per test process on a free
  * loopback port, reset between tests, configured through AWS_ENDPOINT_URL.
+ * It runs through tests/support/moto_server.py, which seeds the public SSM
+ * parameters of the Debian AMIs (tests/support/moto_public_parameters.json).
+ * `dedicatedMoto()` starts a separate server for a test that changes
+ * server-wide settings (IAM enforcement).
  */
 
 import * as net from "node:net";
@@ -25,12 +29,41 @@ export interface Moto {
   start(): Promise<void>;
 }
 
+/** A moto server of one test only. */
+export interface DedicatedMoto extends Moto {
+  /**
+   * Turns IAM enforcement on or off (moto's INITIAL_NO_AUTH_ACTION_COUNT, through
+   * /moto-api/reset-auth): when on, every request must be signed with the keys of an IAM user
+   * created in this moto and is allowed only by that user's policies.
+   */
+  enforceIam(on: boolean): Promise<void>;
+  /** Stops the server for good. */
+  close(): Promise<void>;
+}
+
 let shared: Promise<Moto> | undefined;
 
 /** Returns the suite's moto server, starting it on first use. */
 export function moto(): Promise<Moto> {
-  shared ??= startMoto();
+  shared ??= startMoto({ setEnv: true });
   return shared;
+}
+
+/** Starts a moto server for one test; it does not change AWS_* in the environment. */
+export async function dedicatedMoto(): Promise<DedicatedMoto> {
+  const m = await startMoto({ setEnv: false });
+  return {
+    ...m,
+    async enforceIam(on) {
+      const res = await fetch(`${m.endpoint}/moto-api/reset-auth`, {
+        method: "POST",
+        body: on ? "0" : "inf",
+      });
+      await res.body?.cancel();
+      if (!res.ok) throw new Error(`moto reset-auth answered ${res.status}`);
+    },
+    close: m.stop,
+  };
 }
 
 /** A free TCP port on 127.0.0.1. */
@@ -45,14 +78,18 @@ export function freePort(): Promise<number> {
   });
 }
 
-async function startMoto(): Promise<Moto> {
+const launcher = new URL("./moto_server.py", import.meta.url).pathname;
+const publicParameters = new URL("./moto_public_parameters.json", import.meta.url).pathname;
+
+async function startMoto(options: { setEnv: boolean }): Promise<Moto> {
   const port = await freePort();
   const endpoint = `http://127.0.0.1:${port}`;
   let child: Deno.ChildProcess | undefined;
 
   const start = async () => {
     child = new Deno.Command("python3", {
-      args: ["-m", "moto.server", "-H", "127.0.0.1", "-p", String(port)],
+      args: [launcher, "-H", "127.0.0.1", "-p", String(port)],
+      env: { PODMIN_MOTO_PUBLIC_PARAMETERS: publicParameters },
       stdout: "null",
       stderr: "null",
     }).spawn();
@@ -73,6 +110,7 @@ async function startMoto(): Promise<Moto> {
     try {
       child.kill("SIGKILL");
     } catch { /* gone */ }
+    child.ref(); // an unref'd child's status alone would not keep the event loop waiting
     await child.status;
     child = undefined;
   };
@@ -83,11 +121,18 @@ async function startMoto(): Promise<Moto> {
     } catch { /* gone */ }
   });
 
-  Deno.env.set("AWS_ENDPOINT_URL", endpoint);
-  Deno.env.set("AWS_ACCESS_KEY_ID", "testing");
-  Deno.env.set("AWS_SECRET_ACCESS_KEY", "testing");
-  Deno.env.set("AWS_REGION", "us-east-1");
-  const s3 = new S3Client({ region: "us-east-1", endpoint, forcePathStyle: true });
+  if (options.setEnv) {
+    Deno.env.set("AWS_ENDPOINT_URL", endpoint);
+    Deno.env.set("AWS_ACCESS_KEY_ID", "testing");
+    Deno.env.set("AWS_SECRET_ACCESS_KEY", "testing");
+    Deno.env.set("AWS_REGION", "us-east-1");
+  }
+  const s3 = new S3Client({
+    region: "us-east-1",
+    endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
+  });
   let counter = 0;
   return {
     endpoint,

@@ -12,8 +12,11 @@ export interface RunningRegistry {
   stop(): Promise<string>;
 }
 
-/** Starts the agent's registry for a bucket URL and waits until it answers. */
-export async function startRegistry(bucketUrl: string): Promise<RunningRegistry> {
+/** Starts the agent's registry for a bucket URL (extra `env` when given) and waits until it answers. */
+export async function startRegistry(
+  bucketUrl: string,
+  options: { env?: Record<string, string> } = {},
+): Promise<RunningRegistry> {
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
   const child = new Deno.Command(Deno.execPath(), {
@@ -27,6 +30,7 @@ export async function startRegistry(bucketUrl: string): Promise<RunningRegistry>
       "--listen",
       address,
     ],
+    env: options.env,
     stdin: "null",
     stdout: "null",
     stderr: "piped",
