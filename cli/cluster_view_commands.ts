@@ -1,5 +1,6 @@
 /** `podmin images` and `podmin status`: the cluster as its bucket shows it. */
 
+import { isStale } from "../core/node_record.ts";
 import { type Command, stringFlag } from "../core/cli_kit.ts";
 import { UsageError } from "../core/errors.ts";
 import { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
@@ -63,8 +64,9 @@ const status: Command = {
 
 A summary of what the bucket holds: the Deployments per NodeGroup, the
 Services, the image store, and the Podmin images Deployments reference that
-the store lacks (their Pods cannot start). Which nodes run what comes from
-node records under dns/nodes/, which agents do not write yet.
+the store lacks (their Pods cannot start). Which nodes report in, and where
+each Deployment runs at its current spec, come from the agents' node records
+under dns/nodes/.
 
 Example:
   podmin --bucket s3://my-cluster status`,
@@ -86,6 +88,31 @@ Example:
     line("Nodes", nodesSummary(nodes.records));
     for (const p of nodes.problems) ctx.err(`warning: unreadable node record ${p}`);
     line("Deployments", `${deployments.length}${groups ? ` (${groups})` : ""}`);
+    const live = nodes.records.filter((r) => !isStale(r));
+    for (const d of deployments) {
+      const inGroup = live.filter((r) => r.nodeGroup === d.nodeGroup);
+      if (!inGroup.length) continue;
+      const at = inGroup.filter((r) =>
+        r.deployments.some((x) =>
+          x.namespace === d.namespace && x.name === d.name && x.spec === d.ref
+        )
+      );
+      const ready = at.filter((r) =>
+        r.deployments.some((x) => x.namespace === d.namespace && x.name === d.name && x.ready)
+      );
+      const readyText = at.some((r) => r.deployments.some((x) => x.ready !== undefined))
+        ? `, Ready on ${ready.length}`
+        : "";
+      ctx.out(
+        `  ${d.namespace}/${d.name}: current spec on ${at.length} of ${inGroup.length} ` +
+          `node(s) of NodeGroup ${d.nodeGroup}${readyText}` +
+          (at.length < inGroup.length
+            ? ` (not yet: ${
+              inGroup.filter((r) => !at.includes(r)).map((r) => r.nodeId).join(", ")
+            })`
+            : ""),
+      );
+    }
     line("Services", String(services.length));
     const repos = new Set(tags.map((t) => t.repository)).size;
     line("Images", `${plural(repos, "repository", "repositories")}, ${plural(tags.length, "tag")}`);

@@ -5,6 +5,8 @@
 
 import { type NodeRecord, nodeRecordKey, serializeNodeRecord } from "../../core/node_record.ts";
 import { openStore } from "../../core/store_url.ts";
+import { getIfExists } from "../../core/object_store.ts";
+import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
 import assert from "node:assert/strict";
 import { writeOciLayout } from "../support/oci_image.ts";
 import { cli, freshBucket, HELLO, tempFile } from "./harness.ts";
@@ -160,4 +162,23 @@ Deno.test("cli: get nodes lists the agents' records (heartbeat age, stale, conve
   assert.match(d.out, /^ {2}node-a \(workers\): spec sha256:b{12}… \(not the current\), Ready$/m);
   const ds = await cli("--bucket", bucket, "describe", "service", "hello");
   assert.match(ds.out, /^Endpoints:\s+fd00:706d:6e:1::3$/m);
+
+  // status: where each Deployment runs at its current spec.
+  const index = JSON.parse(
+    new TextDecoder().decode((await getIfExists(store, DEPLOYMENT_INDEX))!.body),
+  );
+  const current = index.deployments.find((e: { name: string }) => e.name === "hello").spec;
+  const onDefault = (nodeId: string, spec: string) => ({
+    ...record(nodeId, 1_000, true),
+    nodeGroup: "default",
+    deployments: [{ namespace: "default", name: "hello", spec, ready: true }],
+  });
+  for (const r of [onDefault("node-d", current), onDefault("node-e", `sha256:${"c".repeat(64)}`)]) {
+    await store.put(nodeRecordKey(r), serializeNodeRecord(r));
+  }
+  const where = await cli("--bucket", bucket, "status");
+  assert.match(
+    where.out,
+    /^ {2}default\/hello: current spec on 1 of 2 node\(s\) of NodeGroup default, Ready on 1 \(not yet: node-e\)$/m,
+  );
 });
