@@ -20,7 +20,7 @@ import {
   PutObjectCommand,
   S3Client,
 } from "@aws-sdk/client-s3";
-import { DEPLOYMENT_INDEX, INFRA_CONFIG } from "../../core/bucket_layout.ts";
+import { DEPLOYMENT_INDEX, IDENTITY_WRITES, INFRA_CONFIG } from "../../core/bucket_layout.ts";
 import { generatedNodePolicy, userWithPolicy } from "./aws_iam.ts";
 import { dedicatedMoto } from "../support/moto.ts";
 import { writeOciLayout } from "../support/oci_image.ts";
@@ -160,11 +160,27 @@ Deno.test("iam [moto, enforced]: with the node role's generated policy the agent
       ),
       "ok",
     );
+    // Under identity/, exactly the CA state and the leader lease (spec §8.1).
+    for (const key of IDENTITY_WRITES) {
+      assert.equal(
+        await outcome(s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: "{}" }))),
+        "ok",
+        key,
+      );
+    }
     assert.equal(
       await outcome(
         s3.send(new PutObjectCommand({ Bucket: bucket, Key: "identity/probe", Body: "{}" })),
       ),
-      "ok",
+      "AccessDenied",
+      "other identity/ keys",
+    );
+    assert.equal(
+      await outcome(
+        s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: IDENTITY_WRITES[0] })),
+      ),
+      "AccessDenied",
+      "no delete under identity/",
     );
 
     // Denied by IAM: desired state, listing, deleting images, the infrastructure's files.
