@@ -24,6 +24,9 @@ import {
   serverCredentials,
 } from "./node_tls.ts";
 
+/** How long a stopping coordinator leaves its members to drop their sessions (their reconnect backoff is at most 2 s). */
+const SESSION_DRAIN_MS = 2_500;
+
 /** Options of `MeshNode`. */
 export interface MeshNodeOptions {
   store: ObjectStore;
@@ -103,14 +106,21 @@ export class MeshNode {
     void this.#elect();
   }
 
-  /** Leaves the mesh: member, coordinator, lease (released), server. */
+  /**
+   * Leaves the mesh: member, coordinator (member streams reset), lease (released), server. A
+   * coordinator waits for its members to drop their sessions before it closes the socket, so no
+   * peer gets an HTTP/2 GOAWAY on a session whose streams were just reset (Deno's HTTP/2 client
+   * can abort on that: denoland/deno#36788).
+   */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
     this.member.stop();
+    const wasCoordinator = this.#coordinator !== undefined;
     this.#coordinator?.stop();
     this.#coordinator = undefined;
     await this.#lease.release().catch(() => false);
+    if (wasCoordinator) await new Promise((r) => setTimeout(r, SESSION_DRAIN_MS));
     this.#server?.forceShutdown();
   }
 

@@ -126,6 +126,8 @@ Deno.test("mesh [moto]: 50 agents converge to one snapshot; O(N) messages per ch
     assert.equal(now.length, 1);
     assert.equal((await readCoordinatorRecord(store))!.nodeId, now[0].id);
   } finally {
+    // Members leave first, so no client session is open when the servers close (GOAWAY).
+    for (const n of nodes) n.mesh.member.stop();
     await Promise.all(nodes.map((n) => n.mesh.stop().catch(() => {})));
   }
 });
@@ -210,6 +212,7 @@ Deno.test("mesh [moto]: a foreign CA, an expired certificate and TLS 1.2 are ref
     assert.match(old, /^refused/, old);
   } finally {
     for (const mm of intruders) mm.stop();
+    a.mesh.member.stop();
     await a.mesh.stop();
   }
 });

@@ -172,10 +172,12 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
     await new Promise((r) => setTimeout(r, 2_000));
     assert.equal(memberReads(), 0, "back on notifications");
   } finally {
+    // Members leave first, so no client session is open when the servers close (GOAWAY).
     for (const a of agents) {
       await a.loop.stop();
-      await a.mesh.stop().catch(() => {});
+      a.mesh.member.stop();
     }
+    for (const a of agents) await a.mesh.stop().catch(() => {});
     await Deno.remove(tmp, { recursive: true });
   }
 });
