@@ -26,7 +26,11 @@ import { ImageReader } from "../registry/image_reader.ts";
 import { parseListen, serveRegistry } from "../registry/server.ts";
 import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity/identity_loop.ts";
 import { DEFAULTS, runFlags } from "./run_flags.ts";
-import { caKeySource, loadClusterCa, telemetryIdentity, writeJsonStatus } from "./run_parts.ts";
+import { caKeySource, loadClusterCa, telemetryIdentity } from "./run_parts.ts";
+import { writeJsonStatus } from "./status_file.ts";
+import { Dataplane } from "./dataplane/dataplane.ts";
+import { NodeDataplane } from "./dataplane/node_dataplane.ts";
+import type { ClusterSnapshot } from "../core/endpoint_snapshot.ts";
 
 const MAX_BACKOFF_MS = 30_000;
 /** How often the CA state is re-read (spec §8.5: the trust window covers it). */
@@ -81,6 +85,10 @@ Flags:
   --cluster-ca SOURCE       the cluster CA of mesh certificates: "ssm" (default,
                             /<cluster>/_system/cluster-ca) or "file:PATH" (PEM on tmpfs)
   --pods-api-socket PATH    kubelet's Pods API (default ${PODS_API_SOCKET})
+  --dataplane auto|off      the eBPF Service dataplane: "auto" (default) runs it with
+                            --mesh-listen (its input is the mesh snapshot joined with the
+                            Services); it loads while there are Services, detaches when
+                            there are none; needs root (CAP_BPF, CAP_NET_ADMIN)
   --dns-dir DIR             write the cluster zone (<svc>.<ns>.svc.cluster.local AAAA
                             the Service VIP) here for CoreDNS's file plugin; off by default
   --fluent-bit-unit UNIT    systemd unit restarted after a swap (default
@@ -124,6 +132,7 @@ Example:
     "otel-ca": { type: "string" },
     "fluent-bit-unit": { type: "string", default: DEFAULTS.fluentBitUnit },
     "dns-dir": { type: "string" },
+    dataplane: { type: "string", default: "auto" },
     "mesh-listen": { type: "string" },
     "mesh-advertise": { type: "string" },
     "cluster-ca": { type: "string", default: "ssm" },
@@ -144,6 +153,9 @@ Example:
     const provider = new AwsValueProvider({ region });
     const caKey = caKeySource({ flag: f.workloadCaKey, provider, cluster });
     const ca = caKey && new CaView({ store, caKey, refreshMs: CA_STATE_REFRESH_MS });
+    // One view of the Services for certificates, DNS, the mesh and the dataplane: each refresh
+    // (whoever asks) is one conditional GET at most per interval.
+    const services = new ServicesView({ store, intervalMs });
     // With the mesh, index reads follow the coordinator's announcements (spec §7.9).
     let meshConnected = () => false;
     const notifier = f.meshListen && !f.once
@@ -164,7 +176,7 @@ Example:
         log,
       }),
       identity: caKey &&
-        new PodCertificates({ cluster, tlsDir: f.tlsDir, store, caKey, ca, log }),
+        new PodCertificates({ cluster, tlsDir: f.tlsDir, store, caKey, ca, services, log }),
       log,
     });
     const identity = caKey && identityCaLoop({
@@ -197,6 +209,17 @@ Example:
       retry: AGENT_RETRY,
       intervalMs: TELEMETRY_INTERVAL_MS,
     });
+    // The dataplane's input is the mesh snapshot joined with the Services (spec §7.6).
+    let meshSnapshot: () => ClusterSnapshot | undefined = () => undefined;
+    const dataplane = f.dataplane
+      ? new NodeDataplane({
+        dataplane: new Dataplane({ podPrefix: f.ipv6Prefix, log }),
+        services,
+        meshSnapshot: () => meshSnapshot(),
+        stateDir,
+        log,
+      })
+      : undefined;
     // The mesh starts after the loops; its callbacks reach them then.
     const mesh = f.meshListen
       ? new DiscoveryMesh({
@@ -208,13 +231,15 @@ Example:
         listen: f.meshListen,
         advertiseHost: f.meshAdvertise ?? f.nodeAddress ?? "127.0.0.1",
         podsApiSocket: f.podsApiSocket,
-        services: new ServicesView({ store, intervalMs: 0 }),
+        services,
         servicesIntervalMs: intervalMs,
         pollIndex: indexPoller(store),
         indexPollMs: intervalMs,
         onLocalChange: () => recordLoop.hint(),
+        onPodsEvent: () => dataplane?.hint(),
         onSnapshot: (snapshot) => {
           if (notifier?.onSnapshot(snapshot, deployments.indexEtag)) deploymentsLoop.hint();
+          dataplane?.hint();
         },
         stateDir,
         log,
@@ -264,21 +289,26 @@ Example:
     if (identity) loops.push(identity.loop);
     if (f.dnsDir) {
       const dns = new DnsPublisher({
-        services: new ServicesView({ store, intervalMs: 0 }), // conditional GET every pass
+        services,
         dir: f.dnsDir,
         domain: DEFAULT_CLUSTER_DOMAIN,
         log,
       });
-      loops.push(
-        new Loop<DnsStatus>({
-          name: "dns",
-          intervalMs,
-          maxBackoffMs: MAX_BACKOFF_MS,
-          log,
-          pass: async () => ({ status: await dns.pass() }),
-          status: (status) => writeJsonStatus(path.join(stateDir, "dns.json"), status),
-        }),
-      );
+      const dnsLoop = new Loop<DnsStatus>({
+        name: "dns",
+        intervalMs,
+        maxBackoffMs: MAX_BACKOFF_MS,
+        log,
+        pass: async () => ({ status: await dns.pass() }),
+        status: (status) => writeJsonStatus(path.join(stateDir, "dns.json"), status),
+      });
+      // Whoever refreshed the Services (the mesh's timer too), the zone follows at once.
+      services.onChange(() => dnsLoop.hint());
+      loops.push(dnsLoop);
+    }
+    if (dataplane) {
+      services.onChange(() => dataplane.hint());
+      loops.push(dataplane);
     }
     if (telemetry) {
       loops.push(
@@ -297,6 +327,7 @@ Example:
     if (mesh) {
       const joined = mesh;
       meshConnected = () => joined.connected();
+      meshSnapshot = () => joined.snapshot;
     }
     // The mesh is optional: a node whose mesh cannot start still runs its Pods.
     await mesh?.start().catch((err) =>

@@ -56,9 +56,16 @@ export function runFlags(ctx: CommandContext) {
       });
     }
   }
+  const dataplane = stringFlag(ctx, "dataplane") ?? "auto";
+  if (dataplane !== "auto" && dataplane !== "off") {
+    throw new UsageError(`--dataplane must be auto or off, not ${JSON.stringify(dataplane)}`, {
+      hint: "auto runs the eBPF Service dataplane whenever --mesh-listen is given",
+    });
+  }
   return {
     cluster,
     nodeGroup,
+    dataplane: dataplane === "auto" && stringFlag(ctx, "mesh-listen") !== undefined,
     nodeId: checkNodeId(stringFlag(ctx, "node-id") ?? defaultNodeId()),
     nodeAddress: optionalIpv6(stringFlag(ctx, "node-address")),
     workloadCaKey: parseCaKeyFlag(stringFlag(ctx, "workload-ca-key") ?? "ssm"),

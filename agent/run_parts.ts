@@ -1,6 +1,5 @@
 /** The parts `podmin-agent run` wires together, built from its flags: key sources, telemetry. */
 
-import * as path from "node:path";
 import { UsageError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { ObjectStore } from "../core/object_store.ts";
@@ -81,13 +80,6 @@ async function systemctlRestart(unit: string): Promise<void> {
       }`,
     );
   }
-}
-
-/** Writes a JSON status file atomically. */
-export async function writeJsonStatus(file: string, value: unknown): Promise<void> {
-  await Deno.mkdir(path.dirname(file), { recursive: true, mode: 0o755 });
-  await Deno.writeTextFile(`${file}.tmp`, JSON.stringify(value, null, 2) + "\n");
-  await Deno.rename(`${file}.tmp`, file);
 }
 
 /** The workload CA key source of `--workload-ca-key`, or undefined for "off". */

@@ -50,7 +50,9 @@ export class ServicesView {
   readonly #domain: string;
   #services: KnownService[] = [];
   #generation?: number;
+  #serviceCIDR?: string;
   #error?: string;
+  readonly #listeners = new Set<() => void>();
 
   constructor(options: { store: ObjectStore; intervalMs: number; clusterDomain?: string }) {
     this.#store = options.store;
@@ -75,11 +77,22 @@ export class ServicesView {
     return this.#generation;
   }
 
+  /** The index's service CIDR (every VIP lies in it), once an index was read. */
+  get serviceCIDR(): string | undefined {
+    return this.#serviceCIDR;
+  }
+
+  /** Calls `listener` after every change of the list (whoever refreshed it). */
+  onChange(listener: () => void): void {
+    this.#listeners.add(listener);
+  }
+
   /** Refreshes when due; returns the last error (the last good list stays in use). */
   async refresh(now: number): Promise<string | undefined> {
     const read = await this.#index.read({ now });
     if (read.changed && read.value) {
       this.#generation = read.value.generation;
+      this.#serviceCIDR = read.value.serviceCIDR;
       const next: KnownService[] = [];
       const errors: string[] = [];
       for (const entry of read.value.services) {
@@ -105,6 +118,7 @@ export class ServicesView {
       for (const ref of this.#specs.keys()) if (!live.has(ref)) this.#specs.delete(ref);
       this.#error = errors.length ? errors.join("; ") : undefined;
       if (errors.length) this.#index.invalidate(); // retry the missing specs next time
+      for (const listener of this.#listeners) listener();
     }
     return read.error ?? this.#error;
   }

@@ -12,6 +12,8 @@
  *      packet is rewritten. Hairpin (the client is the chosen backend): the
  *      source becomes the VIP so the reply leaves the Pod and comes back here.
  *      A reply tuple already owned by another flow gets a new source port.
+ *      A Service port without ready backends: refused with an ICMPv6 Port
+ *      Unreachable from the VIP, sent back out of the same interface (reject()).
  *   3. ICMPv6 error (types 1-4) quoting a translated packet: the quoted packet
  *      and the outer addresses are translated back.
  *   4. Anything else to the service CIDR (unknown port or protocol, ICMPv6
@@ -40,6 +42,7 @@
 #define PASS TC_ACT_UNSPEC
 #define DROP TC_ACT_SHOT
 #define NOT_HANDLED 1000
+#define REFUSE 1001
 #define REMAP_TRIES 4
 #define REMAP_LOW 1024
 #define REMAP_SPAN (32768 - 1024)
@@ -259,6 +262,74 @@ static __always_inline int claim_reply(struct pm_ct_key *rk, struct pm_ct_val *r
 	return bpf_map_update_elem(&podmin_ct, rk, rv, BPF_ANY) ? -1 : 0;
 }
 
+/*
+ * The reply that refuses a packet to a Service port without ready backends: an ICMPv6
+ * Destination Unreachable, Port Unreachable (type 1, code 4) from the VIP, quoting the first
+ * 48 bytes of the packet (its IPv6 header and the L4 ports and TCP sequence), sent back out of
+ * the interface the packet came in on. A TCP connect() fails at once with ECONNREFUSED and a
+ * connected UDP socket reads ECONNREFUSED, as with kube-proxy's REJECT, instead of waiting for
+ * a timeout (no black hole).
+ */
+#define REJECT_QUOTE 48
+#define REJECT_LEN (ETH_HLEN + 40 + 8 + REJECT_QUOTE)
+
+struct reject_sum {
+	/* The ICMPv6 pseudo-header (RFC 8200 section 8.1). */
+	struct in6_addr src;
+	struct in6_addr dst;
+	__be32 len;
+	__be32 nh;
+	/* The ICMPv6 message. */
+	__u8 type;
+	__u8 code;
+	__be16 check;
+	__be32 unused;
+	__u8 quote[REJECT_QUOTE];
+};
+
+static __noinline int reject(struct __sk_buff *skb)
+{
+	struct reject_sum m = {};
+	struct ethhdr eth;
+	struct ipv6hdr ip6 = {};
+	__u8 mac[ETH_ALEN];
+	__s64 sum;
+
+	if (load(skb, 0, &eth, sizeof(eth)) || load(skb, IP6_OFF, m.quote, REJECT_QUOTE))
+		return DROP;
+	__builtin_memcpy(&m.dst, m.quote + offsetof(struct ipv6hdr, saddr), 16);
+	__builtin_memcpy(&m.src, m.quote + offsetof(struct ipv6hdr, daddr), 16);
+	m.len = bpf_htonl(8 + REJECT_QUOTE);
+	m.nh = bpf_htonl(IPPROTO_ICMPV6);
+	m.type = 1; /* Destination Unreachable */
+	m.code = 4; /* Port Unreachable */
+	sum = bpf_csum_diff(0, 0, (__be32 *)&m, sizeof(m), 0);
+	if (sum < 0)
+		return DROP;
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	m.check = ~(__u16)sum;
+
+	__builtin_memcpy(mac, eth.h_dest, ETH_ALEN);
+	__builtin_memcpy(eth.h_dest, eth.h_source, ETH_ALEN);
+	__builtin_memcpy(eth.h_source, mac, ETH_ALEN);
+	ip6.version = 6;
+	ip6.payload_len = bpf_htons(8 + REJECT_QUOTE);
+	ip6.nexthdr = IPPROTO_ICMPV6;
+	ip6.hop_limit = 64;
+	ip6.saddr = m.src;
+	ip6.daddr = m.dst;
+
+	if (bpf_skb_change_tail(skb, REJECT_LEN, 0) ||
+	    bpf_skb_store_bytes(skb, 0, &eth, sizeof(eth), 0) ||
+	    bpf_skb_store_bytes(skb, IP6_OFF, &ip6, sizeof(ip6), 0) ||
+	    bpf_skb_store_bytes(skb, IP6_OFF + sizeof(ip6), &m.type, 8 + REJECT_QUOTE, 0)) {
+		count(PM_STAT_ERROR);
+		return DROP;
+	}
+	return bpf_redirect(skb->ifindex, 0);
+}
+
 /* TCP/UDP: conntrack, then Service ports. */
 static __noinline int l4_nat(struct __sk_buff *skb, struct ipv6hdr *ip6, struct l4info *l4)
 {
@@ -301,7 +372,7 @@ static __noinline int l4_nat(struct __sk_buff *skb, struct ipv6hdr *ip6, struct 
 	n = svc->count;
 	if (!n) {
 		count(PM_STAT_DROP_NO_BACKEND);
-		return DROP;
+		return REFUSE; /* answered by handle(), outside this frame's stack */
 	}
 	bk.id = svc->id;
 	bk.slot = tuple_hash(&key) % n;
@@ -507,6 +578,8 @@ static __always_inline int handle(struct __sk_buff *skb, int ingress)
 			verdict = icmp_error(skb, &ip6, l4.off, ingress);
 		else if (ingress && (l4.proto == IPPROTO_TCP || l4.proto == IPPROTO_UDP))
 			verdict = l4_nat(skb, &ip6, &l4);
+		if (verdict == REFUSE)
+			return reject(skb);
 		if (verdict != NOT_HANDLED)
 			return verdict;
 	}

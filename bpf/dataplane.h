@@ -83,7 +83,7 @@ enum pm_stat {
 	PM_STAT_FORWARD = 1,        /* a packet rewritten by a forward entry */
 	PM_STAT_REPLY = 2,          /* a packet rewritten by a reply entry */
 	PM_STAT_ICMP = 3,           /* an ICMPv6 error translated */
-	PM_STAT_DROP_NO_BACKEND = 4,/* Service port without ready backends */
+	PM_STAT_DROP_NO_BACKEND = 4,/* Service port without ready backends (refused with ICMPv6) */
 	PM_STAT_DROP_UNMATCHED = 5, /* to the service CIDR, no Service port */
 	PM_STAT_DROP_UNTRANSLATABLE = 6, /* to a VIP but fragmented / routing header / AH / ESP */
 	PM_STAT_PORT_REMAP = 7,     /* source port remapped to keep reply tuples unique */

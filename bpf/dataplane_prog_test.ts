@@ -12,6 +12,7 @@ import { testWith } from "../tests/support/requirements.ts";
 
 const PASS = -1; // TC_ACT_UNSPEC
 const DROP = 2; // TC_ACT_SHOT
+const REDIRECT = 7; // TC_ACT_REDIRECT
 const TCP = 6, UDP = 17, ICMP6 = 58, HOPOPTS = 0, FRAGMENT = 44, ROUTING = 43;
 
 const CLIENT = "fd00:a::1:0:0:10";
@@ -180,7 +181,10 @@ const SNAPSHOT = {
       namespace: "default",
       name: "empty",
       vip: EMPTY_VIP,
-      ports: [{ port: 80, targetPort: 8080, protocol: "TCP" }],
+      ports: [
+        { port: 80, targetPort: 8080, protocol: "TCP" },
+        { port: 53, targetPort: 5353, protocol: "UDP" },
+      ],
       backends: [],
     },
     {
@@ -347,10 +351,9 @@ testWith(
       assert.equal(o.retval, PASS);
       assert.deepEqual(o.out, other);
 
-      // Unknown port on a VIP, and a Service without backends: dropped.
+      // Unknown port on a VIP: dropped.
       assert.equal(run(tcpPacket(CLIENT, 41001, VIP, 443)).retval, DROP);
       assert.equal(run(udpPacket(CLIENT, 41001, VIP, 80)).retval, DROP);
-      assert.equal(run(tcpPacket(CLIENT, 41002, EMPTY_VIP, 80)).retval, DROP);
       // Outside the service CIDR: untouched.
       const plain = tcpPacket(CLIENT, 41003, B2, 8080);
       const p = run(plain);
@@ -363,6 +366,55 @@ testWith(
     });
   },
 );
+
+testWith(
+  "dataplane program: a Service without backends refuses TCP and UDP with ICMPv6 port unreachable",
+  REQS,
+  async () => {
+    await withDataplane((run) => {
+      for (
+        const sent of [
+          tcpPacket(CLIENT, 41002, EMPTY_VIP, 80),
+          syn(CLIENT, 41005, EMPTY_VIP),
+          udpPacket(CLIENT, 41007, EMPTY_VIP, 53),
+        ]
+      ) {
+        const r = run(sent);
+        assert.equal(r.retval, REDIRECT, "sent back out of the interface it came in on");
+        const out = r.out;
+        assert.equal(out.length, 14 + 40 + 8 + 48);
+        assert.deepEqual([...out.subarray(0, 6)], [...sent.subarray(6, 12)], "to the sender's MAC");
+        assert.deepEqual([...out.subarray(6, 12)], [...sent.subarray(0, 6)]);
+        const v = view(out);
+        assert.deepEqual([v.src, v.dst, v.proto], [EMPTY_VIP, CLIENT, ICMP6]);
+        assert.equal(out[14 + 7], 64, "hop limit");
+        assert.deepEqual([out[v.l4off], out[v.l4off + 1]], [1, 4], "Destination Unreachable, Port");
+        assert.ok(v.checksumOk, "ICMPv6 checksum");
+        assert.deepEqual(
+          [...out.subarray(v.l4off + 8)],
+          [...sent.subarray(14, 14 + 48)],
+          "quotes the IPv6 header, the ports and the TCP sequence",
+        );
+      }
+      const u = run(udpPacket(CLIENT, 41006, EMPTY_VIP, 80));
+      assert.equal(u.retval, DROP, "no UDP port 80 on it: unknown port, dropped");
+    });
+  },
+);
+
+/** A TCP SYN with options (a 40-byte header, as Linux sends). */
+function syn(src: string, sport: number, dst: string): Uint8Array {
+  const h = new Uint8Array(40);
+  const d = new DataView(h.buffer);
+  d.setUint16(0, sport);
+  d.setUint16(2, 80);
+  d.setUint32(4, 123456789);
+  h[12] = 10 << 4;
+  h[13] = 0x02; // SYN
+  d.setUint16(14, 64800);
+  h.set([2, 4, 0x05, 0xa0], 20); // MSS 1440
+  return eth(ipv6(src, dst, TCP, l4(TCP, src, dst, h)));
+}
 
 function packetTooBig(from: string, to: string, quoted: Uint8Array): Uint8Array {
   const body = new Uint8Array(8 + quoted.length);

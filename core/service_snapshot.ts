@@ -270,3 +270,19 @@ export function parseServiceSnapshot(input: unknown): ServiceSnapshot {
   }
   return out;
 }
+
+/**
+ * Why `address` cannot be a backend (undefined when it can): not a unicast IPv6 address, or inside
+ * the service CIDR. Lets a producer leave out one bad endpoint instead of failing the snapshot.
+ */
+export function backendProblem(address: string, serviceCIDR?: string): string | undefined {
+  try {
+    const addr = unicast("backend", address);
+    if (serviceCIDR && prefixContains(parseIpv6Prefix(serviceCIDR), addr)) {
+      return `${address} is inside serviceCIDR ${serviceCIDR}`;
+    }
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}

@@ -3,13 +3,18 @@
 import type { Command } from "../../core/cli_kit.ts";
 import { UsageError } from "../../core/errors.ts";
 import { formatReport, inspectDataplane } from "./status.ts";
+import { type DataplaneRunStatus, readDataplaneRunStatus } from "./node_dataplane.ts";
+import { DEFAULTS } from "../run_flags.ts";
 
 const dataplane: Command = {
   name: "dataplane",
   summary: "inspect the eBPF Service dataplane (dataplane status)",
-  help: `Usage: podmin-agent dataplane status [-o text|json] [--flows N]
+  help: `Usage: podmin-agent dataplane status [-o text|json] [--flows N] [--state-dir DIR]
 
-Prints the dataplane of this node's network namespace as the kernel has it:
+First the snapshot the running agent applied last (from <state-dir>/dataplane.json):
+the endpoint mesh snapshot version (coordinator term and version) and the
+services index generation it was built from, with its Service and backend
+counts. Then the dataplane of this node's network namespace as the kernel has it:
 the loaded programs (podmin_ingress, podmin_egress), the interfaces they are
 attached to (tc handle 0x504d, priority 1), the service CIDR, every Service
 port with its backend slots, conntrack entries and packet counters. Reads
@@ -19,12 +24,14 @@ not the agent runs. Needs root.
 Flags:
   -o, --output FORMAT   text (default) or json
   --flows N             list at most N conntrack entries (default 50; 0 = none)
+  --state-dir DIR       the agent's state directory (default ${DEFAULTS.stateDir})
 
 Example:
   sudo podmin-agent dataplane status -o json`,
   options: {
     output: { type: "string", short: "o", default: "text" },
     flows: { type: "string", default: "50" },
+    "state-dir": { type: "string", default: DEFAULTS.stateDir },
   },
   positionals: true,
   async run(ctx) {
@@ -45,15 +52,44 @@ Example:
     if (!Number.isInteger(flows) || flows < 0) {
       throw new UsageError(`--flows must be a non-negative integer`);
     }
+    const agent = await readDataplaneRunStatus(String(ctx.values["state-dir"]));
     const report = await inspectDataplane({ maxFlows: flows });
     if (output === "json") {
-      ctx.out(JSON.stringify(report, (_k, v) => typeof v === "bigint" ? Number(v) : v, 2));
+      ctx.out(
+        JSON.stringify(
+          { agent: agent ?? null, ...report },
+          (_k, v) => typeof v === "bigint" ? Number(v) : v,
+          2,
+        ),
+      );
     } else {
+      ctx.out(formatAgentStatus(agent));
       ctx.out(formatReport(report));
     }
     return 0;
   },
 };
+
+/** The agent's side: which snapshot it runs. */
+function formatAgentStatus(s: DataplaneRunStatus | undefined): string {
+  if (!s) {
+    return "agent: no dataplane status (the agent runs without --mesh-listen, or has not started)";
+  }
+  const lines: string[] = [];
+  const a = s.applied;
+  lines.push(
+    a
+      ? `snapshot: term ${a.term} version ${a.version} (services index generation ${
+        a.servicesGeneration ?? "-"
+      }): ${a.services} Service(s), ${a.backends} backend(s), ${
+        a.loaded ? "loaded" : "not loaded"
+      }, applied ${a.at}`
+      : `snapshot: none applied yet${s.waiting ? ` (${s.waiting})` : ""}`,
+  );
+  if (s.error) lines.push(`error: ${s.error} (the last applied state stays)`);
+  for (const l of s.leftOut) lines.push(`left out: ${l}`);
+  return lines.join("\n");
+}
 
 /** The dataplane commands of `podmin-agent` (wired into agent/program.ts). */
 export const dataplaneCommands: Command[] = [dataplane];

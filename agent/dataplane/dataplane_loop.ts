@@ -26,8 +26,13 @@ export interface DataplaneTarget {
 /** Options of `DataplaneLoop`. */
 export interface DataplaneLoopOptions {
   dataplane: DataplaneTarget;
-  /** The current Service snapshot (validated by the dataplane). */
+  /**
+   * The current Service snapshot (validated by the dataplane); undefined when there is nothing to
+   * apply yet (the pass is skipped: nothing changes, nothing is reported as failed).
+   */
   snapshot: () => unknown | Promise<unknown>;
+  /** Called after every pass (for status files). */
+  onPass?: (pass: LoopPass) => void;
   /** Full convergence scan interval (default 30 s). */
   scanIntervalMs?: number;
   /** Coalescing delay of hints (default 200 ms). */
@@ -42,6 +47,8 @@ export interface LoopPass {
   hints: number;
   result?: ApplyResult;
   error?: string;
+  /** No snapshot to apply yet. */
+  skipped?: boolean;
 }
 
 /** Runs dataplane passes on hints and on a timer (through `Loop`). `start()`, then `stop()`. */
@@ -50,6 +57,7 @@ export class DataplaneLoop {
   readonly #snapshot: DataplaneLoopOptions["snapshot"];
   readonly #log: Logger;
   readonly #loop: Loop;
+  readonly #onPass?: (pass: LoopPass) => void;
   #lastError?: string;
   /** Passes run so far (for status and tests). */
   readonly passes: LoopPass[] = [];
@@ -58,6 +66,7 @@ export class DataplaneLoop {
     this.#dataplane = options.dataplane;
     this.#snapshot = options.snapshot;
     this.#log = options.log ?? silentLogger;
+    this.#onPass = options.onPass;
     this.#loop = new Loop({
       name: "dataplane",
       intervalMs: options.scanIntervalMs ?? 30_000,
@@ -66,6 +75,8 @@ export class DataplaneLoop {
       pass: async ({ full, hints }) => {
         const pass = await this.#pass(full, hints);
         this.passes.push(pass);
+        if (this.passes.length > 100) this.passes.splice(0, this.passes.length - 100);
+        this.#onPass?.(pass);
         return { backOff: pass.error !== undefined };
       },
     });
@@ -99,6 +110,7 @@ export class DataplaneLoop {
   async #pass(full: boolean, hints: number): Promise<LoopPass> {
     try {
       const snapshot = await this.#snapshot();
+      if (snapshot === undefined) return { full, hints, skipped: true };
       const result = await this.#dataplane.apply(snapshot, { full });
       if (this.#lastError !== undefined) this.#log.info("dataplane converged again");
       this.#lastError = undefined;

@@ -1,6 +1,7 @@
 /** The agent's status file: what `podmin-agent status` prints. */
 
 import * as path from "node:path";
+import { readJsonStatus, writeJsonStatus } from "../status_file.ts";
 
 /** A snapshot of the deployments loop after a pass. */
 export interface AgentStatus {
@@ -31,19 +32,11 @@ export function statusPath(stateDir: string): string {
 }
 
 /** Writes the status atomically. */
-export async function writeStatus(stateDir: string, status: AgentStatus): Promise<void> {
-  await Deno.mkdir(stateDir, { recursive: true, mode: 0o755 });
-  const tmp = statusPath(stateDir) + ".tmp";
-  await Deno.writeTextFile(tmp, JSON.stringify(status, null, 2) + "\n");
-  await Deno.rename(tmp, statusPath(stateDir));
+export function writeStatus(stateDir: string, status: AgentStatus): Promise<void> {
+  return writeJsonStatus(statusPath(stateDir), status);
 }
 
 /** Reads the status, or undefined when the agent has not written one. */
-export async function readStatus(stateDir: string): Promise<AgentStatus | undefined> {
-  try {
-    return JSON.parse(await Deno.readTextFile(statusPath(stateDir)));
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return undefined;
-    throw err;
-  }
+export function readStatus(stateDir: string): Promise<AgentStatus | undefined> {
+  return readJsonStatus<AgentStatus>(statusPath(stateDir));
 }

@@ -2,6 +2,7 @@
 
 import * as path from "node:path";
 import type { IdentityStatus } from "./ca_maintainer.ts";
+import { writeJsonStatus } from "../status_file.ts";
 
 /** The identity status file under a state directory. */
 export function identityStatusPath(stateDir: string): string {
@@ -9,9 +10,6 @@ export function identityStatusPath(stateDir: string): string {
 }
 
 /** Writes the status atomically (temporary file, then rename). */
-export async function writeIdentityStatus(stateDir: string, status: IdentityStatus): Promise<void> {
-  await Deno.mkdir(stateDir, { recursive: true, mode: 0o755 });
-  const file = identityStatusPath(stateDir);
-  await Deno.writeTextFile(`${file}.tmp`, JSON.stringify(status, null, 2) + "\n");
-  await Deno.rename(`${file}.tmp`, file);
+export function writeIdentityStatus(stateDir: string, status: IdentityStatus): Promise<void> {
+  return writeJsonStatus(identityStatusPath(stateDir), status);
 }

@@ -17,6 +17,7 @@ import { PodsWatch } from "../discovery/pods_api.ts";
 import type { ServicesView } from "../services_view.ts";
 import { MeshNode } from "./mesh_node.ts";
 import type { ClusterCa } from "./node_tls.ts";
+import { writeJsonStatus } from "../status_file.ts";
 
 /** Options of `DiscoveryMesh`. */
 export interface DiscoveryMeshOptions {
@@ -39,6 +40,8 @@ export interface DiscoveryMeshOptions {
   onSnapshot?: (snapshot: ClusterSnapshot) => void;
   /** When this node's Ready Pods or endpoints changed (the node record follows). */
   onLocalChange?: () => void;
+  /** Every kubelet Pods API event (a refresh hint for the dataplane: new Pod veths). */
+  onPodsEvent?: () => void;
   stateDir: string;
   log: Logger;
 }
@@ -94,7 +97,10 @@ export class DiscoveryMesh {
     await this.#mesh.start();
     this.#watch = new PodsWatch({
       socket: this.#o.podsApiSocket,
-      onChange: () => this.#update(),
+      onChange: () => {
+        this.#update();
+        this.#o.onPodsEvent?.();
+      },
       log: this.#o.log,
     });
     this.#watch.start();
@@ -105,6 +111,11 @@ export class DiscoveryMesh {
     };
     this.#timer = setInterval(() => void refresh(), this.#o.servicesIntervalMs);
     await refresh();
+  }
+
+  /** The newest cluster snapshot received (undefined until the first). */
+  get snapshot(): ClusterSnapshot | undefined {
+    return this.#snapshot;
   }
 
   /** True while this node's member stream to the coordinator is up. */
@@ -162,10 +173,8 @@ export class DiscoveryMesh {
       updatedAt: new Date().toISOString(),
     };
     const file = path.join(this.#o.stateDir, "mesh.json");
-    this.#writing = this.#writing.then(async () => {
-      await Deno.mkdir(this.#o.stateDir, { recursive: true });
-      await Deno.writeTextFile(`${file}.tmp`, JSON.stringify(status, null, 2) + "\n");
-      await Deno.rename(`${file}.tmp`, file);
-    }).catch((err) => this.#o.log.warn("cannot write mesh status", { error: err.message }));
+    this.#writing = this.#writing.then(() => writeJsonStatus(file, status)).catch((err) =>
+      this.#o.log.warn("cannot write mesh status", { error: err.message })
+    );
   }
 }
