@@ -189,6 +189,11 @@ export interface LocalUpOptions {
   /** The agent's index poll and value refresh intervals (agent defaults when absent). */
   interval?: string;
   secretsInterval?: string;
+  /**
+   * Where the agent serves the endpoint mesh and the address peers reach it at (default
+   * 127.0.0.1:0 and 127.0.0.1: a single node). Another node joins when both are reachable from it.
+   */
+  mesh?: { listen: string; advertise: string };
   /** Override the detected host facts (tests). */
   host?: HostFacts;
   log: (line: string) => void;
@@ -358,8 +363,8 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
         "--tls-dir=/run/podmin/tls",
         `--workload-ca-key=file:${LOCAL_CA_KEY}`,
         `--cluster-ca=file:${LOCAL_CLUSTER_CA}`,
-        "--mesh-listen=127.0.0.1:0",
-        "--mesh-advertise=127.0.0.1",
+        `--mesh-listen=${o.mesh?.listen ?? "127.0.0.1:0"}`,
+        `--mesh-advertise=${o.mesh?.advertise ?? "127.0.0.1"}`,
         `--node-id=${LOCAL_DEFAULTS.nodeName}`,
         "--state-dir=/run/podmin/agent",
         `--registry-listen=127.0.0.1:${state.registryPort}`,

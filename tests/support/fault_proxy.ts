@@ -17,13 +17,17 @@ export interface FaultProxy {
   close(): void;
 }
 
-/** Starts a proxy on a free 127.0.0.1 port in front of `target` (port on 127.0.0.1). */
-export function faultProxy(targetPort: number): FaultProxy {
+/**
+ * Starts a proxy on a free port of `listen` (default 127.0.0.1; e.g. a veth address another
+ * network namespace reaches) in front of `target` (port on 127.0.0.1).
+ */
+export function faultProxy(targetPort: number, options: { listen?: string } = {}): FaultProxy {
+  const hostname = options.listen ?? "127.0.0.1";
   let mode: ProxyMode = "pass";
   let listener: Deno.Listener | undefined;
   let closed = false;
   const open = new Set<Deno.Conn>();
-  const first = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const first = Deno.listen({ hostname, port: 0 });
   const port = (first.addr as Deno.NetAddr).port;
 
   const cut = () => {
@@ -61,12 +65,12 @@ export function faultProxy(targetPort: number): FaultProxy {
     open.delete(upstream);
   };
   const listen = (l?: Deno.Listener) => {
-    listener = l ?? Deno.listen({ hostname: "127.0.0.1", port });
+    listener = l ?? Deno.listen({ hostname, port });
     serve(listener).catch(() => {});
   };
   listen(first);
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint: `http://${hostname.includes(":") ? `[${hostname}]` : hostname}:${port}`,
     port,
     mode: () => mode,
     setMode(next) {
