@@ -3,13 +3,21 @@
 import type { Command } from "../../core/cli_kit.ts";
 import { UsageError } from "../../core/errors.ts";
 import { formatReport, inspectDataplane } from "./status.ts";
+import { removeLeftovers } from "./loader.ts";
 import { type DataplaneRunStatus, readDataplaneRunStatus } from "./node_dataplane.ts";
 import { DEFAULTS } from "../run_flags.ts";
 
 const dataplane: Command = {
   name: "dataplane",
-  summary: "inspect the eBPF Service dataplane (dataplane status)",
+  summary: "inspect or detach the eBPF Service dataplane (dataplane status|detach)",
   help: `Usage: podmin-agent dataplane status [-o text|json] [--flows N] [--state-dir DIR]
+       podmin-agent dataplane detach
+
+detach removes every Podmin filter from the interfaces of this network namespace
+(the programs go with the last one). A stopping agent leaves its dataplane
+serving, so Services keep working across agent restarts; run detach after
+stopping the agent for good (\`podmin local down\` does), or after switching the
+dataplane off (--dataplane off). Needs root.
 
 First the snapshot the running agent applied last (from <state-dir>/dataplane.json):
 the endpoint mesh snapshot version (coordinator term and version) and the
@@ -36,11 +44,20 @@ Example:
   positionals: true,
   async run(ctx) {
     const [sub, ...extra] = ctx.positionals;
+    if (sub === "detach" && !extra.length) {
+      const detached = await removeLeftovers();
+      ctx.out(
+        detached.length
+          ? `dataplane detached from ${detached.join(", ")}`
+          : "dataplane: nothing attached in this network namespace",
+      );
+      return 0;
+    }
     if (sub !== "status" || extra.length) {
       throw new UsageError(
         `unknown dataplane command ${JSON.stringify(ctx.positionals.join(" "))}`,
         {
-          hint: "use 'podmin-agent dataplane status'",
+          hint: "use 'podmin-agent dataplane status' or 'podmin-agent dataplane detach'",
         },
       );
     }

@@ -40,7 +40,7 @@ export interface DataplaneRunStatus {
 /** Options of `NodeDataplane`. */
 export interface NodeDataplaneOptions {
   /** The dataplane (a `Dataplane`; a recording target in tests). */
-  dataplane: DataplaneTarget & { close(): Promise<void> };
+  dataplane: DataplaneTarget;
   services: Pick<ServicesView, "services" | "serviceCIDR" | "generation">;
   /** The mesh's newest cluster snapshot (undefined until the first one). */
   meshSnapshot: () => ClusterSnapshot | undefined;
@@ -84,10 +84,13 @@ export class NodeDataplane {
     this.#loop.hint();
   }
 
-  /** Stops the passes and detaches the dataplane (the agent is stopping). */
+  /**
+   * Stops the passes. The dataplane stays attached and serving (spec §7.8): Services keep
+   * working while the agent restarts, and the next agent adopts its conntrack. `podmin-agent
+   * dataplane detach` removes it for good.
+   */
   async stop(): Promise<void> {
     await this.#loop.stop();
-    await this.#o.dataplane.close();
     await this.#writing;
   }
 

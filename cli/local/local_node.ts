@@ -95,6 +95,8 @@ export interface LocalState {
   /** cgroup directories kubelet's Pods live under that did not exist before `up`. */
   newCgroups: string[];
   overrides: Override[];
+  /** argv of podmin-agent (without subcommand): `down` runs its `dataplane detach`. */
+  agentCommand?: string[];
 }
 
 /** The node directory layout under the state directory. */
@@ -252,6 +254,7 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
     daemons: {},
     newCgroups: [],
     overrides: [],
+    agentCommand: o.agentCommand,
   };
   await Deno.mkdir(p.logs, { recursive: true });
   await writeState(o.stateDir, state);
@@ -542,6 +545,19 @@ export async function localDown(o: LocalDownOptions): Promise<string[]> {
   // Agent first (it would re-create manifests), then kubelet (it would restart Pods).
   for (const name of ["podmin-agent", "kubelet"] as const) {
     if (s.daemons[name] && await stopDaemon(s.daemons[name]!)) o.log(`stopped ${name}`);
+  }
+  if (s.agentCommand) {
+    // A stopped agent leaves its dataplane serving (restarts keep Services working); the node
+    // shares this host's network, so its filters come off here.
+    const out = await new Deno.Command(s.agentCommand[0], {
+      args: [...s.agentCommand.slice(1), "dataplane", "detach"],
+      stdout: "piped",
+      stderr: "piped",
+    }).output().catch((err) => ({ success: false, stdout: new Uint8Array(), stderr: err }));
+    const text = (b: Uint8Array | Error) =>
+      b instanceof Uint8Array ? new TextDecoder().decode(b).trim() : String(b);
+    if (out.success) o.log(text(out.stdout));
+    else o.log(`podmin-agent dataplane detach: ${text(out.stderr)}`);
   }
   const nsId = s.mountNs ? await namespaceId(s.mountNs) : undefined;
   if (s.daemons.containerd && await isRunning(s.daemons.containerd) && s.mountNs) {

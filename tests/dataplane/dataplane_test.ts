@@ -527,6 +527,31 @@ testWith(
           await waitNoPrograms();
         },
       );
+
+      await t.step(
+        "`podmin-agent dataplane detach` removes what a stopped agent left serving",
+        async () => {
+          await driver.call({ op: "apply", snapshot: snapshot(["b1", "b2", "b3"]) });
+          driver.lp.proc.kill("SIGKILL");
+          await driver.lp.proc.status;
+          assert.ok((await tcState(n1)).length >= 10, "left serving");
+          const detach = async () => {
+            const p = topo.spawnDeno(n1, "tests/support/dataplane_status_cli.ts", [
+              "dataplane",
+              "detach",
+            ]);
+            await p.stdin.close();
+            const out = await p.output();
+            assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+            return new TextDecoder().decode(out.stdout).trim();
+          };
+          assert.match(await detach(), /^dataplane detached from (en1|up1|vb1|vb2|vc1)(, |$)/);
+          assert.deepEqual(await tcState(n1), []);
+          await waitNoPrograms();
+          assert.equal(await detach(), "dataplane: nothing attached in this network namespace");
+          driver = new Driver(topo, n1, POD_PREFIX);
+        },
+      );
     } finally {
       await topo.destroy();
     }
