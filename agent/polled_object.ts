@@ -17,6 +17,11 @@ export interface PolledObjectOptions<T> {
   /** Re-read interval. */
   intervalMs: number;
   maxBytes: number;
+  /**
+   * Decides instead of the interval whether a read is due (change notification: read only when
+   * the announced ETag differs from `held.etag`). `force` still reads.
+   */
+  gate?: (held: { hasIndex: boolean; etag?: string }) => boolean;
 }
 
 /** What `read` returns. */
@@ -43,7 +48,10 @@ export class PolledObject<T> {
 
   /** Reads when due (or when `force`), else returns what it has. */
   async read(options: { now: number; force?: boolean }): Promise<PolledRead<T>> {
-    if (!options.force && options.now < this.#next && this.#value !== undefined) {
+    const due = this.#o.gate
+      ? this.#o.gate({ hasIndex: this.#value !== undefined, etag: this.#etag })
+      : options.now >= this.#next || this.#value === undefined;
+    if (!options.force && !due) {
       return { value: this.#value, changed: false, error: this.#error };
     }
     this.#next = options.now + this.#o.intervalMs;
@@ -77,6 +85,11 @@ export class PolledObject<T> {
       }
     }
     return { value: this.#value, changed, error: this.#error };
+  }
+
+  /** The ETag of the value held (undefined: none, or the object is absent). */
+  get etag(): string | undefined {
+    return this.#etag;
   }
 
   /** Forgets the ETag, so the next read parses the object again (e.g. with a new key). */

@@ -13,7 +13,11 @@ import { PodCertificates } from "./identity/pod_certificates.ts";
 import { NodeRecordWriter } from "./node_record_writer.ts";
 import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
 import { IndexNotifier } from "./mesh/index_notifier.ts";
-import { indexPoller } from "./mesh/index_poller.ts";
+import { etagPoller, indexPoller } from "./mesh/index_poller.ts";
+import type { AnnouncedObject } from "../core/endpoint_snapshot.ts";
+import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../core/bucket_layout.ts";
+import { LIMITS } from "../core/limits.ts";
+import { WORKLOAD_CA_STATE_MAX_BYTES } from "../core/workload_ca_state.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
 import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
@@ -152,15 +156,30 @@ Example:
     const log = createLogger("agent");
     const provider = new AwsValueProvider({ region });
     const caKey = caKeySource({ flag: f.workloadCaKey, provider, cluster });
-    const ca = caKey && new CaView({ store, caKey, refreshMs: CA_STATE_REFRESH_MS });
-    // One view of the Services for certificates, DNS, the mesh and the dataplane: each refresh
-    // (whoever asks) is one conditional GET at most per interval.
-    const services = new ServicesView({ store, intervalMs });
-    // With the mesh, index reads follow the coordinator's announcements (spec §7.9).
+    // With the mesh, reads of the deployments index, the services index and the CA state follow
+    // the coordinator's announcements (spec §7.9): an idle cluster's reads are the coordinator's.
     let meshConnected = () => false;
-    const notifier = f.meshListen && !f.once
-      ? new IndexNotifier({ connected: () => meshConnected() })
-      : undefined;
+    let meshCoordinator = () => false;
+    const notified = (object: AnnouncedObject) =>
+      f.meshListen && !f.once
+        ? new IndexNotifier({ object, connected: () => meshConnected() })
+        : undefined;
+    const notifier = notified("index");
+    const servicesNotifier = notified("services");
+    const caNotifier = caKey && notified("caState");
+    const ca = caKey && new CaView({
+      store,
+      caKey,
+      refreshMs: CA_STATE_REFRESH_MS,
+      gate: caNotifier && ((held) => caNotifier.shouldRead(held)),
+    });
+    // One view of the Services for certificates, DNS, the mesh and the dataplane: each refresh
+    // (whoever asks) is one conditional GET at most per interval, or per announcement.
+    const services = new ServicesView({
+      store,
+      intervalMs,
+      gate: servicesNotifier && ((held) => servicesNotifier.shouldRead(held)),
+    });
     const deployments = new DeploymentsLoop({
       store,
       nodeGroup,
@@ -189,6 +208,8 @@ Example:
       retry: AGENT_RETRY,
       ...f.identity,
       stateDir,
+      // With the mesh only its coordinator (and disconnected agents) contend: O(1) lease reads.
+      contend: f.meshListen ? () => !meshConnected() || meshCoordinator() : undefined,
       log,
     });
     if (f.once) {
@@ -233,12 +254,31 @@ Example:
         podsApiSocket: f.podsApiSocket,
         services,
         servicesIntervalMs: intervalMs,
-        pollIndex: indexPoller(store),
-        indexPollMs: intervalMs,
+        announce: {
+          index: indexPoller(store),
+          services: etagPoller(store, { key: SERVICE_INDEX, maxBytes: LIMITS.indexBytes }),
+          ...(caKey
+            ? {
+              caState: etagPoller(store, {
+                key: WORKLOAD_CA_STATE,
+                maxBytes: WORKLOAD_CA_STATE_MAX_BYTES,
+              }),
+            }
+            : {}),
+        },
+        pollMs: intervalMs,
         onLocalChange: () => recordLoop.hint(),
         onPodsEvent: () => dataplane?.hint(),
         onSnapshot: (snapshot) => {
           if (notifier?.onSnapshot(snapshot, deployments.indexEtag)) deploymentsLoop.hint();
+          // A new services index: read now (its listeners hint DNS and the dataplane).
+          if (servicesNotifier?.onSnapshot(snapshot, services.etag)) {
+            void services.refresh(Date.now()).then((error) =>
+              error && log.warn("services not refreshed", { error })
+            );
+          }
+          // A new CA state is read by the next pass that issues (the gate lets it through).
+          caNotifier?.onSnapshot(snapshot, ca?.stateEtag);
           dataplane?.hint();
         },
         stateDir,
@@ -327,6 +367,7 @@ Example:
     if (mesh) {
       const joined = mesh;
       meshConnected = () => joined.connected();
+      meshCoordinator = () => joined.coordinator();
       meshSnapshot = () => joined.snapshot;
     }
     // The mesh is optional: a node whose mesh cannot start still runs its Pods.

@@ -16,7 +16,7 @@ import {
   type ServiceIndex,
 } from "../core/service_index.ts";
 import { readSpec } from "../core/spec_objects.ts";
-import { PolledObject } from "./polled_object.ts";
+import { PolledObject, type PolledObjectOptions } from "./polled_object.ts";
 
 /** The cluster DNS domain of Service names. */
 export const DEFAULT_CLUSTER_DOMAIN = "cluster.local";
@@ -54,7 +54,13 @@ export class ServicesView {
   #error?: string;
   readonly #listeners = new Set<() => void>();
 
-  constructor(options: { store: ObjectStore; intervalMs: number; clusterDomain?: string }) {
+  constructor(options: {
+    store: ObjectStore;
+    intervalMs: number;
+    clusterDomain?: string;
+    /** Change notification: decides when the index is read instead of the interval. */
+    gate?: PolledObjectOptions<ServiceIndex>["gate"];
+  }) {
     this.#store = options.store;
     this.#domain = options.clusterDomain ?? DEFAULT_CLUSTER_DOMAIN;
     this.#index = new PolledObject({
@@ -64,12 +70,18 @@ export class ServicesView {
       absent: () => emptyServiceIndex(),
       intervalMs: options.intervalMs,
       maxBytes: LIMITS.indexBytes,
+      gate: options.gate,
     });
   }
 
   /** The Services last read (the last good list while reads fail). */
   services(): readonly KnownService[] {
     return this.#services;
+  }
+
+  /** The ETag of the index held (undefined: none read, or absent). */
+  get etag(): string | undefined {
+    return this.#index.etag;
   }
 
   /** The index generation of the list, if one was read. */
@@ -87,9 +99,9 @@ export class ServicesView {
     this.#listeners.add(listener);
   }
 
-  /** Refreshes when due; returns the last error (the last good list stays in use). */
-  async refresh(now: number): Promise<string | undefined> {
-    const read = await this.#index.read({ now });
+  /** Refreshes when due (or `force`); returns the last error (the last good list stays in use). */
+  async refresh(now: number, options: { force?: boolean } = {}): Promise<string | undefined> {
+    const read = await this.#index.read({ now, force: options.force });
     if (read.changed && read.value) {
       this.#generation = read.value.generation;
       this.#serviceCIDR = read.value.serviceCIDR;

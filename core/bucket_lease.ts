@@ -168,6 +168,12 @@ export class BucketLease {
   async step(options: LeaseStepOptions = {}): Promise<LeaseStatus> {
     const knownTerm = options.knownTerm ?? 0;
     if (this.#held && !this.holds()) this.#held = undefined; // expired by our own clock
+    if (this.#held) {
+      // A holder renews blind (one conditional PUT, no GET): the ETag it wrote last is the one it
+      // must still find; a lost condition means someone else wrote the lease.
+      const term = this.#held.term < knownTerm ? knownTerm + 1 : this.#held.term;
+      return await this.#write({ term, action: "renewed" }, { ifMatch: this.#held.etag });
+    }
     const read = await getIfExists(this.#o.store, this.#o.key, { maxBytes: MAX_LEASE_BYTES });
     const received = this.#clock.monotonicMs();
 
@@ -187,14 +193,6 @@ export class BucketLease {
       corrupt = (err as Error).message;
     }
     const etag = read.info.etag;
-
-    if (this.#held) {
-      if (this.#held.etag === etag) {
-        const term = this.#held.term < knownTerm ? knownTerm + 1 : this.#held.term;
-        return await this.#write({ term, action: "renewed" }, { ifMatch: etag });
-      }
-      this.#held = undefined; // someone else wrote the lease: it is not ours any more
-    }
 
     if (this.#observed?.etag !== etag) this.#observed = { etag, since: received };
     const unchangedMs = received - this.#observed.since;

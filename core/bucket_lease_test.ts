@@ -122,8 +122,33 @@ Deno.test("a holder whose renewal lands after a takeover loses the lease", async
   );
   const sa = await a.step();
   assert.equal(sa.leader, false);
-  assert.equal(sa.action, "observed");
+  assert.equal(sa.action, "lost");
   assert.equal(a.holds(), false);
+  assert.equal((await a.step()).action, "observed", "then it observes the new holder");
+});
+
+Deno.test("a holder renews with one conditional PUT and no GET", async () => {
+  const inner = await tmpStore();
+  const calls: string[] = [];
+  const store = new Proxy(inner, {
+    get(target, prop, receiver) {
+      const v = Reflect.get(target, prop, receiver);
+      if (typeof v !== "function") return v;
+      return (...args: unknown[]) => {
+        calls.push(String(prop));
+        return v.apply(target, args);
+      };
+    },
+  }) as ObjectStore;
+  const t = new SimTime();
+  const a = contender(store, "node-a", t.clock());
+  assert.equal((await a.step()).action, "created");
+  calls.length = 0;
+  for (let i = 0; i < 5; i++) {
+    t.advance(L / 3);
+    assert.equal((await a.step()).action, "renewed");
+  }
+  assert.deepEqual(calls, ["put", "put", "put", "put", "put"]);
 });
 
 Deno.test("release: the holder stops at once and a contender takes over without waiting", async () => {

@@ -34,7 +34,16 @@ export interface ClusterSnapshot {
    * its ETag as last read (absent: no index), so members GET the index only when it changed.
    */
   index?: IndexAnnouncement;
+  /** The same for `services/index.json` (Service VIPs: DNS, the dataplane, certificate names). */
+  services?: IndexAnnouncement;
+  /** The same for `identity/workload-ca.json` (the workload CA state). */
+  caState?: IndexAnnouncement;
 }
+
+/** The bucket objects a coordinator announces, by their snapshot field. */
+export const ANNOUNCED_OBJECTS = ["index", "services", "caState"] as const;
+/** One of `ANNOUNCED_OBJECTS`. */
+export type AnnouncedObject = typeof ANNOUNCED_OBJECTS[number];
 
 /** What the coordinator last read of `deployments/index.json`. */
 export interface IndexAnnouncement {
@@ -96,14 +105,15 @@ export function parseClusterSnapshot(value: unknown): ClusterSnapshot {
     nodes: v.nodes as number,
     endpoints: parseEndpointSet(v.endpoints, "snapshot endpoints"),
   };
-  if (v.index !== undefined) {
-    const i = v.index as Record<string, unknown>;
-    if (!i || typeof i.etag !== "string" || i.etag.length > 256) throw bad("snapshot", "index");
+  for (const field of ANNOUNCED_OBJECTS) {
+    if (v[field] === undefined) continue;
+    const i = v[field] as Record<string, unknown>;
+    if (!i || typeof i.etag !== "string" || i.etag.length > 256) throw bad("snapshot", field);
     if (
       i.generation !== undefined &&
       (!Number.isSafeInteger(i.generation) || (i.generation as number) < 0)
-    ) throw bad("snapshot", "index.generation");
-    snapshot.index = {
+    ) throw bad("snapshot", `${field}.generation`);
+    snapshot[field] = {
       etag: i.etag,
       ...(i.generation !== undefined ? { generation: i.generation as number } : {}),
     };

@@ -42,6 +42,8 @@ export interface IdentityStatus {
   keySource: string;
   /** True while this agent holds the CA leader lease. */
   leader: boolean;
+  /** Why this pass read nothing (another agent contends, spec §7.9). */
+  idle?: string;
   /** This agent's term, when leader. */
   term?: number;
   /** The lease as last seen. */
@@ -83,6 +85,12 @@ export interface CaMaintainerOptions {
   leaseDurationMs: number;
   /** Lease clocks (default the process's); `wallMs` is also the planner's "now". */
   clock?: LeaseClock;
+  /**
+   * Whether this agent contends for the lease now (default always). With the endpoint mesh only
+   * the mesh coordinator and disconnected agents contend (spec §7.9): a pass of an agent that
+   * neither holds the lease nor contends reads nothing.
+   */
+  contend?: () => boolean;
   log: Logger;
 }
 
@@ -143,6 +151,10 @@ export class CaMaintainer {
   }
 
   async #pass(status: IdentityStatus): Promise<void> {
+    if (this.#o.contend && !this.#lease.holds() && !this.#o.contend()) {
+      status.idle = "the mesh coordinator contends for the CA lease; this agent reads nothing";
+      return;
+    }
     const keys = await this.#o.keySource.load();
     let state = await this.#readState();
     // Checked before contending: a state not made for our key is never overwritten.

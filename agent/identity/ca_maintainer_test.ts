@@ -37,7 +37,11 @@ function maintainer(
   store: ObjectStore,
   nodeId: string,
   clock: LeaseClock,
-  extra: { publication?: { url: string; store: ObjectStore }; key?: KeyPair } = {},
+  extra: {
+    publication?: { url: string; store: ObjectStore };
+    key?: KeyPair;
+    contend?: () => boolean;
+  } = {},
 ) {
   const target = extra.publication && parsePublicationTarget(extra.publication.url);
   return new CaMaintainer({
@@ -49,6 +53,7 @@ function maintainer(
     publication: target && { target, store: extra.publication!.store },
     leaseDurationMs: LEASE,
     clock,
+    contend: extra.contend,
     log: silentLogger,
   });
 }
@@ -81,6 +86,44 @@ Deno.test("one leader bootstraps the CA; the others only read", async () => {
   assert.equal((await readState(store)).etag, before.etag, "non-leaders wrote nothing");
   clock.advance(LEASE / 3);
   assert.equal((await a.pass()).status.writes, 0, "a renewal alone writes no state");
+});
+
+Deno.test("with the mesh, an agent that neither holds the lease nor contends reads nothing; the holder keeps it", async () => {
+  const inner = await bucket();
+  const gets: string[] = [];
+  const store = new Proxy(inner, {
+    get(target, prop, receiver) {
+      const v = Reflect.get(target, prop, receiver);
+      if (typeof v !== "function") return v;
+      return (...args: unknown[]) => {
+        if (prop === "get" || prop === "head") gets.push(String(args[0]));
+        return v.apply(target, args);
+      };
+    },
+  }) as ObjectStore;
+  const clock = new SimClock();
+  let bContends = false;
+  const a = maintainer(store, "node-a", clock, { contend: () => false });
+  const b = maintainer(store, "node-b", clock, { contend: () => bContends });
+  // Neither contends yet: nothing is read, nothing is written.
+  for (const m of [a, b]) {
+    const r = await m.pass();
+    assert.equal(r.status.leader, false);
+    assert.match(r.status.idle ?? "", /coordinator contends/);
+  }
+  assert.deepEqual(gets, []);
+  // b becomes the mesh coordinator: it contends and bootstraps the CA.
+  bContends = true;
+  assert.equal((await b.pass()).status.leader, true);
+  // b stops being coordinator but holds the lease: it keeps renewing it.
+  bContends = false;
+  clock.advance(LEASE / 3);
+  const r = await b.pass();
+  assert.equal(r.status.leader, true);
+  assert.equal(r.status.lease?.action, "renewed");
+  gets.length = 0;
+  assert.equal((await a.pass()).status.idle !== undefined, true);
+  assert.deepEqual(gets, [], "a non-contender still reads nothing");
 });
 
 Deno.test("takeover: the new leader fences the state with its term; the old one stops writing", async () => {

@@ -16,7 +16,7 @@ import {
   WORKLOAD_CA_STATE_MAX_BYTES,
   type WorkloadCaState,
 } from "../../core/workload_ca_state.ts";
-import { PolledObject } from "../polled_object.ts";
+import { PolledObject, type PolledObjectOptions } from "../polled_object.ts";
 import type { CaKeySource } from "./ca_key.ts";
 
 /** What an issuer has this pass. */
@@ -38,7 +38,13 @@ export class CaView {
   #checked?: { checked: CheckedCaState; bundlePem: string };
   #stateError?: string;
 
-  constructor(options: { store: ObjectStore; caKey: CaKeySource; refreshMs: number }) {
+  constructor(options: {
+    store: ObjectStore;
+    caKey: CaKeySource;
+    refreshMs: number;
+    /** Change notification: decides when the state is read instead of the interval. */
+    gate?: PolledObjectOptions<WorkloadCaState>["gate"];
+  }) {
     this.#key = options.caKey;
     this.#state = new PolledObject({
       store: options.store,
@@ -47,7 +53,13 @@ export class CaView {
       absent: emptyWorkloadCaState,
       intervalMs: options.refreshMs,
       maxBytes: WORKLOAD_CA_STATE_MAX_BYTES,
+      gate: options.gate,
     });
+  }
+
+  /** The ETag of the CA state held (undefined: none read, or absent). */
+  get stateEtag(): string | undefined {
+    return this.#state.etag;
   }
 
   /** The key and the checked state (re-read when due), or why there is none. */

@@ -41,6 +41,8 @@ export interface IdentityLoopOptions {
   trustWindowMs: number;
   clockSkewMs: number;
   stateDir: string;
+  /** Whether this agent contends for the CA lease now (`CaMaintainerOptions.contend`). */
+  contend?: () => boolean;
   log: Logger;
 }
 
@@ -84,6 +86,7 @@ export function identityCaLoop(options: IdentityLoopOptions): IdentityLoop {
       store: openStore(`s3://${target.bucket}`, { region: options.region, retry: options.retry }),
     },
     leaseDurationMs: options.leaseMs,
+    contend: options.contend,
     log: options.log,
   });
   const loop = new Loop<IdentityStatus>({

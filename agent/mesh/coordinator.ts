@@ -10,6 +10,8 @@
  */
 
 import {
+  ANNOUNCED_OBJECTS,
+  type AnnouncedObject,
   type ClusterSnapshot,
   type IndexAnnouncement,
   mergeReports,
@@ -29,13 +31,25 @@ export interface CoordinatorOptions {
   /** Coalescing delay of broadcasts (default 20 ms). */
   coalesceMs?: number;
   /**
-   * Reads `deployments/index.json` (a conditional GET); its ETag is announced in the snapshots so
-   * members read the index only when it changed. Absent: no announcement.
+   * Conditional GETs of the announced objects (`deployments/index.json`, `services/index.json`,
+   * the CA state): each ETag is announced in the snapshots so members read the object only when
+   * it changed. An object without a poller is not announced (members poll it themselves).
    */
-  pollIndex?: () => Promise<IndexAnnouncement>;
-  /** Interval of `pollIndex` (default 2 s). */
-  indexPollMs?: number;
+  announce?: Announcers;
+  /** Interval of every poll (default 2 s). */
+  pollMs?: number;
   log: Logger;
+}
+
+/** The coordinator's pollers, by announced object. */
+export type Announcers = Partial<Record<AnnouncedObject, () => Promise<IndexAnnouncement>>>;
+
+/** One announced object's poll state. */
+interface Announced {
+  poll: () => Promise<IndexAnnouncement>;
+  current?: IndexAnnouncement;
+  failures: number;
+  timer?: ReturnType<typeof setTimeout>;
 }
 
 interface Member {
@@ -51,6 +65,8 @@ export interface CoordinatorCounters {
   snapshotsOut: number;
   broadcasts: number;
   indexReads: number;
+  /** Reads of every announced object (the index included). */
+  objectReads: number;
 }
 
 /** One term's coordinator. */
@@ -59,44 +75,53 @@ export class Coordinator {
   readonly #members = new Map<string, Member>();
   #snapshot: ClusterSnapshot;
   #timer?: ReturnType<typeof setTimeout>;
-  #indexTimer?: ReturnType<typeof setTimeout>;
-  #index?: IndexAnnouncement;
-  #indexFailures = 0;
+  readonly #announced = new Map<AnnouncedObject, Announced>();
   #stopped = false;
   readonly counters: CoordinatorCounters = {
     reportsIn: 0,
     snapshotsOut: 0,
     broadcasts: 0,
     indexReads: 0,
+    objectReads: 0,
   };
 
   constructor(options: CoordinatorOptions) {
     this.#o = options;
     this.#snapshot = { term: options.term, version: 0, nodes: 0, endpoints: {} };
-    if (options.pollIndex) void this.#pollIndex();
+    for (const field of ANNOUNCED_OBJECTS) {
+      const poll = options.announce?.[field];
+      if (!poll) continue;
+      const a: Announced = { poll, failures: 0 };
+      this.#announced.set(field, a);
+      void this.#poll(field, a);
+    }
   }
 
-  /** One index poll, then the next after the interval; a failed read keeps the announcement. */
-  async #pollIndex(): Promise<void> {
+  /** One poll, then the next after the interval; a failed read keeps the announcement. */
+  async #poll(field: AnnouncedObject, a: Announced): Promise<void> {
     if (this.#stopped) return;
     try {
-      const index = await this.#o.pollIndex!();
-      this.counters.indexReads++;
-      this.#indexFailures = 0;
-      if (index.etag !== this.#index?.etag) {
-        this.#index = index;
+      const got = await a.poll();
+      if (field === "index") this.counters.indexReads++;
+      this.counters.objectReads++;
+      a.failures = 0;
+      if (got.etag !== a.current?.etag) {
+        a.current = got;
         this.#schedule();
       }
     } catch (err) {
-      this.#o.log.warn("mesh index poll failed", { error: (err as Error).message });
+      this.#o.log.warn("mesh announcement poll failed", {
+        object: field,
+        error: (err as Error).message,
+      });
       // An announcement that can no longer be refreshed is withdrawn: members poll directly.
-      if (++this.#indexFailures >= 3 && this.#index) {
-        this.#index = undefined;
+      if (++a.failures >= 3 && a.current) {
+        a.current = undefined;
         this.#schedule();
       }
     }
     if (this.#stopped) return;
-    this.#indexTimer = setTimeout(() => void this.#pollIndex(), this.#o.indexPollMs ?? 2_000);
+    a.timer = setTimeout(() => void this.#poll(field, a), this.#o.pollMs ?? 2_000);
   }
 
   /** The current snapshot. */
@@ -161,7 +186,7 @@ export class Coordinator {
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    clearTimeout(this.#indexTimer);
+    for (const a of this.#announced.values()) clearTimeout(a.timer);
     for (const m of this.#members.values()) {
       clearTimeout(m.drop);
       for (const s of m.streams) s.destroy(new Error("coordinator stopped"));
@@ -179,17 +204,21 @@ export class Coordinator {
 
   #broadcast(): void {
     const endpoints = mergeReports([...this.#members.values()].map((m) => m.report));
+    const announcements: Partial<Record<AnnouncedObject, IndexAnnouncement>> = {};
+    for (const [field, a] of this.#announced) if (a.current) announcements[field] = a.current;
+    const same = (field: AnnouncedObject) =>
+      announcements[field]?.etag === this.#snapshot[field]?.etag &&
+      (announcements[field] === undefined) === (this.#snapshot[field] === undefined);
     if (
       this.#snapshot.version > 0 && sameEndpoints(endpoints, this.#snapshot.endpoints) &&
-      this.#index?.etag === this.#snapshot.index?.etag &&
-      (this.#index === undefined) === (this.#snapshot.index === undefined)
+      ANNOUNCED_OBJECTS.every(same)
     ) return;
     this.#snapshot = {
       term: this.#o.term,
       version: this.#snapshot.version + 1,
       nodes: this.#members.size,
       endpoints,
-      ...(this.#index ? { index: this.#index } : {}),
+      ...announcements,
     };
     this.counters.broadcasts++;
     for (const m of this.#members.values()) for (const s of m.streams) this.#send(s);

@@ -5,17 +5,14 @@
  */
 
 import * as path from "node:path";
-import type {
-  ClusterSnapshot,
-  EndpointSet,
-  IndexAnnouncement,
-} from "../../core/endpoint_snapshot.ts";
+import type { ClusterSnapshot, EndpointSet } from "../../core/endpoint_snapshot.ts";
 import type { Logger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { localEndpoints } from "../discovery/local_endpoints.ts";
 import { PodsWatch } from "../discovery/pods_api.ts";
 import type { ServicesView } from "../services_view.ts";
 import { MeshNode } from "./mesh_node.ts";
+import type { Announcers } from "./coordinator.ts";
 import type { ClusterCa } from "./node_tls.ts";
 import { writeJsonStatus } from "../status_file.ts";
 
@@ -33,9 +30,9 @@ export interface DiscoveryMeshOptions {
   services: ServicesView;
   /** How often the Services are re-read (conditional GET). */
   servicesIntervalMs: number;
-  /** The coordinator's index poll (change notification). */
-  pollIndex?: () => Promise<IndexAnnouncement>;
-  indexPollMs?: number;
+  /** The coordinator's polls of announced objects (change notification). */
+  announce?: Announcers;
+  pollMs?: number;
   /** Every newer snapshot (after mesh.json is updated). */
   onSnapshot?: (snapshot: ClusterSnapshot) => void;
   /** When this node's Ready Pods or endpoints changed (the node record follows). */
@@ -90,8 +87,8 @@ export class DiscoveryMesh {
         this.#writeStatus();
         this.#o.onSnapshot?.(s);
       },
-      pollIndex: this.#o.pollIndex,
-      indexPollMs: this.#o.indexPollMs,
+      announce: this.#o.announce,
+      pollMs: this.#o.pollMs,
       log: this.#o.log,
     });
     await this.#mesh.start();
@@ -116,6 +113,11 @@ export class DiscoveryMesh {
   /** The newest cluster snapshot received (undefined until the first). */
   get snapshot(): ClusterSnapshot | undefined {
     return this.#snapshot;
+  }
+
+  /** True while this agent is the mesh coordinator. */
+  coordinator(): boolean {
+    return !!this.#mesh?.coordinator;
   }
 
   /** True while this node's member stream to the coordinator is up. */

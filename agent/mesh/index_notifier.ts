@@ -1,15 +1,18 @@
 /**
- * Change notification of `deployments/index.json` over the mesh (spec §7.9, issue 18): while the
- * member holds a fresh snapshot, the agent GETs the index only when the coordinator announces an
- * ETag it has not read for yet (the cluster's idle reads are the coordinator's alone). Without a
- * fresh snapshot (no coordinator, a partition) it falls back to direct polling with a longer,
- * jittered interval, and returns to notifications as soon as snapshots arrive again.
+ * Change notification over the mesh (spec §7.9, issue 18) of one announced object
+ * (`deployments/index.json`, `services/index.json` or the CA state): while the member holds a
+ * fresh snapshot, the agent GETs the object only when the coordinator announces an ETag it has not
+ * read yet (the cluster's idle reads are the coordinator's alone). Without a fresh snapshot (no
+ * coordinator, a partition) it falls back to direct polling with a longer, jittered interval, and
+ * returns to notifications as soon as snapshots arrive again.
  */
 
-import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
+import type { AnnouncedObject, ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
 
 /** Options of `IndexNotifier`. */
 export interface IndexNotifierOptions {
+  /** Which announcement this notifier follows (default `index`). */
+  object?: AnnouncedObject;
   /**
    * True while the member's stream to the coordinator is up (snapshots come only on changes, so
    * an idle but healthy stream is fresh). Without it, a snapshot older than `freshMs` is stale.
@@ -44,7 +47,7 @@ export class IndexNotifier {
   onSnapshot(snapshot: ClusterSnapshot, heldEtag?: string): boolean {
     this.#receivedAt = this.#now();
     // No announcement (the coordinator cannot read the index): back to direct polling.
-    this.#announced = snapshot.index?.etag;
+    this.#announced = snapshot[this.#o.object ?? "index"]?.etag;
     if (this.#announced === undefined) return false;
     return this.#announced !== (heldEtag ?? "");
   }

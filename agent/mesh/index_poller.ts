@@ -1,15 +1,16 @@
 /**
- * The coordinator's read of `deployments/index.json` for change notification (spec §7.9): a
- * conditional GET per call; the announcement is the ETag it holds ("" when the index is absent).
- * An index that does not parse is announced too: every member then reads it and keeps its own last
- * good index, as it would when polling directly.
+ * The coordinator's reads of the objects it announces for change notification (spec §7.9): a
+ * conditional GET per call; the announcement is the ETag it holds ("" when the object is absent).
+ * Content is not judged here: an object that does not parse is announced too, every member then
+ * reads it and keeps its own last good value, as it would when polling directly.
  */
 
 import { pollDeploymentIndex } from "../../core/deployment_index.ts";
 import type { IndexAnnouncement } from "../../core/endpoint_snapshot.ts";
+import { NotFoundError } from "../../core/errors.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 
-/** A poller over `store`; store errors are thrown (the coordinator keeps its announcement). */
+/** A poller of `deployments/index.json` (with its generation); store errors are thrown. */
 export function indexPoller(store: ObjectStore): () => Promise<IndexAnnouncement> {
   let etag: string | undefined;
   let generation: number | undefined;
@@ -26,5 +27,23 @@ export function indexPoller(store: ObjectStore): () => Promise<IndexAnnouncement
       generation = undefined;
     }
     return { etag: etag ?? "", ...(generation !== undefined ? { generation } : {}) };
+  };
+}
+
+/** A poller of any object's ETag (If-None-Match; the body is not read past `maxBytes`). */
+export function etagPoller(
+  store: ObjectStore,
+  options: { key: string; maxBytes: number },
+): () => Promise<IndexAnnouncement> {
+  let etag: string | undefined;
+  return async () => {
+    try {
+      const got = await store.get(options.key, { ifNoneMatch: etag, maxBytes: options.maxBytes });
+      if (!got.notModified) etag = got.info.etag;
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err;
+      etag = undefined;
+    }
+    return { etag: etag ?? "" };
   };
 }

@@ -8,10 +8,10 @@
 import * as grpc from "@grpc/grpc-js";
 import { BucketLease } from "../../core/bucket_lease.ts";
 import { MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
-import type { ClusterSnapshot, IndexAnnouncement } from "../../core/endpoint_snapshot.ts";
+import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
 import type { Logger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
-import { Coordinator } from "./coordinator.ts";
+import { type Announcers, Coordinator } from "./coordinator.ts";
 import { readCoordinatorRecord, writeCoordinatorRecord } from "./coordinator_record.ts";
 import { MeshMember } from "./member.ts";
 import { type CoordinatorStream, MESH_CHANNEL_OPTIONS, MESH_SERVICE } from "./mesh_service.ts";
@@ -45,9 +45,10 @@ export interface MeshNodeOptions {
   /** How long a disconnected member's endpoints stay (default 10 s). */
   graceMs?: number;
   onSnapshot(snapshot: ClusterSnapshot): void;
-  /** The coordinator's index poll (change notification, §7.9); absent: no announcement. */
-  pollIndex?: () => Promise<IndexAnnouncement>;
-  indexPollMs?: number;
+  /** The coordinator's polls of announced objects (change notification, §7.9). */
+  announce?: Announcers;
+  /** Their interval (default 2 s). */
+  pollMs?: number;
   log: Logger;
 }
 
@@ -176,8 +177,8 @@ export class MeshNode {
         this.#coordinator = new Coordinator({
           term: step.term!,
           graceMs: this.#o.graceMs,
-          pollIndex: this.#o.pollIndex,
-          indexPollMs: this.#o.indexPollMs,
+          announce: this.#o.announce,
+          pollMs: this.#o.pollMs,
           log: this.#o.log,
         });
         this.#coordinatorTerm = step.term!;

@@ -1,8 +1,9 @@
 /**
  * Change notification over the mesh (issue 18, item 1) on moto: with a coordinator, the cluster's
- * idle reads of deployments/index.json are the coordinator's alone and an apply still reaches
- * every agent; with the coordinator gone, every agent falls back to slower direct polling and
- * keeps converging; with a new coordinator, notifications resume.
+ * idle reads of deployments/index.json and services/index.json are the coordinator's alone and an
+ * apply still reaches every agent; the CA state's ETag is announced too; with the coordinator
+ * gone, every agent falls back to slower direct polling and keeps converging; with a new
+ * coordinator, notifications resume.
  */
 
 import { workerDeployment } from "../support/fixtures.ts";
@@ -11,13 +12,21 @@ import * as path from "node:path";
 import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
 import { Loop } from "../../agent/loop.ts";
 import { IndexNotifier } from "../../agent/mesh/index_notifier.ts";
-import { indexPoller } from "../../agent/mesh/index_poller.ts";
+import { etagPoller, indexPoller } from "../../agent/mesh/index_poller.ts";
+import { ServicesView } from "../../agent/services_view.ts";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";
 import { parseClusterCa } from "../../agent/mesh/node_tls.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
-import { DEPLOYMENT_INDEX, MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
+import {
+  DEPLOYMENT_INDEX,
+  MESH_COORDINATOR_LEASE,
+  SERVICE_INDEX,
+  WORKLOAD_CA_STATE,
+} from "../../core/bucket_layout.ts";
+import { LIMITS } from "../../core/limits.ts";
+import type { Service } from "../../core/resources.ts";
 import { silentLogger } from "../../core/log.ts";
 import { openStore } from "../../core/store_url.ts";
 import { countingStore } from "../support/counting_store.ts";
@@ -27,6 +36,12 @@ const N = 12;
 const POLL_MS = 200;
 
 const deployment = (name: string) => workerDeployment(name);
+const service = (name: string): Service => ({
+  apiVersion: "podmin.dev/v1",
+  kind: "Service",
+  metadata: { name, namespace: "default" },
+  spec: { selector: { app: name }, ports: [{ port: 80, targetPort: 8080, protocol: "TCP" }] },
+});
 
 async function until(what: string, f: () => Promise<boolean> | boolean, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
@@ -51,6 +66,16 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
       connected: () => mesh.member.connected(),
       fallbackMs: 1_000,
     });
+    const servicesNotifier = new IndexNotifier({
+      object: "services",
+      connected: () => mesh.member.connected(),
+      fallbackMs: 1_000,
+    });
+    const services = new ServicesView({
+      store: counting.store,
+      intervalMs: POLL_MS,
+      gate: (held) => servicesNotifier.shouldRead(held),
+    });
     const base = path.join(tmp, `node-${i}`);
     const deployments = new DeploymentsLoop({
       store: counting.store,
@@ -71,7 +96,10 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
     const loop = new Loop({
       name: `deployments-${i}`,
       intervalMs: POLL_MS,
-      pass: async () => ({ backOff: (await deployments.pass()).unavailable }),
+      pass: async () => {
+        await services.refresh(Date.now()); // as the agent's DNS loop and Pod certificates do
+        return { backOff: (await deployments.pass()).unavailable };
+      },
     });
     const coordinatorStore = countingStore(shared);
     mesh = new MeshNode({
@@ -85,10 +113,18 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
       leaseMs: 3_000,
       heartbeatMs: 500,
       graceMs: 1_000,
-      pollIndex: indexPoller(coordinatorStore.store),
-      indexPollMs: POLL_MS,
+      announce: {
+        index: indexPoller(coordinatorStore.store),
+        services: etagPoller(coordinatorStore.store, {
+          key: SERVICE_INDEX,
+          maxBytes: LIMITS.indexBytes,
+        }),
+        caState: etagPoller(coordinatorStore.store, { key: WORKLOAD_CA_STATE, maxBytes: 65_536 }),
+      },
+      pollMs: POLL_MS,
       onSnapshot: (s) => {
         if (notifier.onSnapshot(s, deployments.indexEtag)) loop.hint();
+        if (servicesNotifier.onSnapshot(s, services.etag)) void services.refresh(Date.now());
       },
       log: silentLogger,
     });
@@ -97,19 +133,35 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
         () => true,
         () => false,
       );
-    return { counting, coordinatorStore, notifier, deployments, loop, mesh, manifest };
+    const knows = (name: string) => services.services().some((s) => s.entry.name === name);
+    return {
+      counting,
+      coordinatorStore,
+      notifier,
+      servicesNotifier,
+      deployments,
+      loop,
+      mesh,
+      manifest,
+      knows,
+    };
   });
   const memberReads = () =>
     agents.reduce((n, a) => n + a.counting.count("get", DEPLOYMENT_INDEX), 0);
+  const memberServiceReads = () =>
+    agents.reduce((n, a) => n + a.counting.count("get", SERVICE_INDEX), 0);
   const coordinatorReads = () =>
     agents.reduce((n, a) => n + a.coordinatorStore.count("get", DEPLOYMENT_INDEX), 0);
   const resetCounts = () => agents.forEach((a) => (a.counting.reset(), a.coordinatorStore.reset()));
   try {
-    await applyResources({ store: shared, resources: [deployment("first")] });
+    await applyResources({ store: shared, resources: [deployment("first"), service("first")] });
     await Promise.all(agents.map((a) => a.mesh.start()));
     agents.forEach((a) => a.loop.start());
     await until("every agent on notifications with the first Deployment", async () => {
-      for (const a of agents) if (!a.notifier.fresh() || !await a.manifest("first")) return false;
+      for (const a of agents) {
+        if (!a.notifier.fresh() || !a.servicesNotifier.fresh()) return false;
+        if (!await a.manifest("first") || !a.knows("first")) return false;
+      }
       return true;
     });
 
@@ -128,6 +180,7 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
         `${idle.coordinator} coordinator reads of the index (poll ${POLL_MS} ms)`,
     );
     assert.equal(idle.members, 0, "agents on notifications read nothing while idle");
+    assert.equal(memberServiceReads(), 0, "nor the services index");
     assert.ok(idle.coordinator >= 3 && idle.coordinator <= idleMs / POLL_MS + 2);
 
     // An apply reaches every agent through the announcement: one read each.
@@ -143,6 +196,29 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
         `${memberReads()} agent reads`,
     );
     assert.ok(memberReads() <= 2 * N, `${memberReads()} reads for one change`);
+
+    // A Service applied: every agent's view has it, by one read each.
+    resetCounts();
+    t0 = performance.now();
+    await applyResources({ store: shared, resources: [service("second")] });
+    await until(
+      "every agent knows the second Service",
+      () => agents.every((a) => a.knows("second")),
+    );
+    console.log(
+      `notification: Service apply → all ${N} views in ${
+        (performance.now() - t0).toFixed(0)
+      } ms, ` +
+        `${memberServiceReads()} agent reads of the services index`,
+    );
+    assert.ok(memberServiceReads() <= 2 * N, `${memberServiceReads()} reads for one change`);
+
+    // The CA state's ETag is announced (members read it only when it changes).
+    const { etag } = await shared.put(WORKLOAD_CA_STATE, new TextEncoder().encode("{}"));
+    await until(
+      "the CA state announced",
+      () => agents.every((a) => a.mesh.member.snapshot?.caState?.etag === etag),
+    );
 
     // The coordinator dies: the agents fall back to direct polling and still converge.
     const leader = agents.find((a) => a.mesh.coordinator)!;
