@@ -254,15 +254,23 @@ Example:
         podsApiSocket: f.podsApiSocket,
         services,
         servicesIntervalMs: intervalMs,
+        // The cluster's idle GETs (spec §7.9): the index every interval, the services index
+        // every second interval, the CA state as often as agents re-read it without the mesh.
         announce: {
-          index: indexPoller(store),
-          services: etagPoller(store, { key: SERVICE_INDEX, maxBytes: LIMITS.indexBytes }),
+          index: { poll: indexPoller(store) },
+          services: {
+            poll: etagPoller(store, { key: SERVICE_INDEX, maxBytes: LIMITS.indexBytes }),
+            everyMs: 2 * intervalMs,
+          },
           ...(caKey
             ? {
-              caState: etagPoller(store, {
-                key: WORKLOAD_CA_STATE,
-                maxBytes: WORKLOAD_CA_STATE_MAX_BYTES,
-              }),
+              caState: {
+                poll: etagPoller(store, {
+                  key: WORKLOAD_CA_STATE,
+                  maxBytes: WORKLOAD_CA_STATE_MAX_BYTES,
+                }),
+                everyMs: CA_STATE_REFRESH_MS,
+              },
             }
             : {}),
         },

@@ -36,17 +36,24 @@ export interface CoordinatorOptions {
    * it changed. An object without a poller is not announced (members poll it themselves).
    */
   announce?: Announcers;
-  /** Interval of every poll (default 2 s). */
+  /** Interval of the polls that name none (default 2 s). */
   pollMs?: number;
   log: Logger;
 }
 
+/** One announced object: its conditional GET and, optionally, its own poll interval. */
+export interface Announcer {
+  poll: () => Promise<IndexAnnouncement>;
+  everyMs?: number;
+}
+
 /** The coordinator's pollers, by announced object. */
-export type Announcers = Partial<Record<AnnouncedObject, () => Promise<IndexAnnouncement>>>;
+export type Announcers = Partial<Record<AnnouncedObject, Announcer>>;
 
 /** One announced object's poll state. */
 interface Announced {
   poll: () => Promise<IndexAnnouncement>;
+  everyMs?: number;
   current?: IndexAnnouncement;
   failures: number;
   timer?: ReturnType<typeof setTimeout>;
@@ -89,9 +96,9 @@ export class Coordinator {
     this.#o = options;
     this.#snapshot = { term: options.term, version: 0, nodes: 0, endpoints: {} };
     for (const field of ANNOUNCED_OBJECTS) {
-      const poll = options.announce?.[field];
-      if (!poll) continue;
-      const a: Announced = { poll, failures: 0 };
+      const announcer = options.announce?.[field];
+      if (!announcer) continue;
+      const a: Announced = { ...announcer, failures: 0 };
       this.#announced.set(field, a);
       void this.#poll(field, a);
     }
@@ -121,7 +128,7 @@ export class Coordinator {
       }
     }
     if (this.#stopped) return;
-    a.timer = setTimeout(() => void this.#poll(field, a), this.#o.pollMs ?? 2_000);
+    a.timer = setTimeout(() => void this.#poll(field, a), a.everyMs ?? this.#o.pollMs ?? 2_000);
   }
 
   /** The current snapshot. */

@@ -114,12 +114,17 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
       heartbeatMs: 500,
       graceMs: 1_000,
       announce: {
-        index: indexPoller(coordinatorStore.store),
-        services: etagPoller(coordinatorStore.store, {
-          key: SERVICE_INDEX,
-          maxBytes: LIMITS.indexBytes,
-        }),
-        caState: etagPoller(coordinatorStore.store, { key: WORKLOAD_CA_STATE, maxBytes: 65_536 }),
+        index: { poll: indexPoller(coordinatorStore.store) },
+        services: {
+          poll: etagPoller(coordinatorStore.store, {
+            key: SERVICE_INDEX,
+            maxBytes: LIMITS.indexBytes,
+          }),
+        },
+        caState: {
+          poll: etagPoller(coordinatorStore.store, { key: WORKLOAD_CA_STATE, maxBytes: 65_536 }),
+          everyMs: 2 * POLL_MS,
+        },
       },
       pollMs: POLL_MS,
       onSnapshot: (s) => {
