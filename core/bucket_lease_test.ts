@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { countingStore } from "../tests/support/counting_store.ts";
 import {
   BucketLease,
   type LeaseClock,
@@ -128,27 +129,20 @@ Deno.test("a holder whose renewal lands after a takeover loses the lease", async
 });
 
 Deno.test("a holder renews with one conditional PUT and no GET", async () => {
-  const inner = await tmpStore();
-  const calls: string[] = [];
-  const store = new Proxy(inner, {
-    get(target, prop, receiver) {
-      const v = Reflect.get(target, prop, receiver);
-      if (typeof v !== "function") return v;
-      return (...args: unknown[]) => {
-        calls.push(String(prop));
-        return v.apply(target, args);
-      };
-    },
-  }) as ObjectStore;
+  const counting = countingStore(await tmpStore());
   const t = new SimTime();
-  const a = contender(store, "node-a", t.clock());
+  const a = contender(counting.store, "node-a", t.clock());
   assert.equal((await a.step()).action, "created");
-  calls.length = 0;
+  counting.reset();
   for (let i = 0; i < 5; i++) {
     t.advance(L / 3);
     assert.equal((await a.step()).action, "renewed");
   }
-  assert.deepEqual(calls, ["put", "put", "put", "put", "put"]);
+  assert.deepEqual([counting.count("put"), counting.count("get"), counting.count("head")], [
+    5,
+    0,
+    0,
+  ]);
 });
 
 Deno.test("release: the holder stops at once and a contender takes over without waiting", async () => {

@@ -72,6 +72,22 @@ export interface ApplyResult {
   ms: number;
 }
 
+/** An apply that changed nothing (not loaded, nothing written or attached). */
+export function noChanges(): ApplyResult {
+  return {
+    loaded: false,
+    svcWrites: 0,
+    svcDeletes: 0,
+    backendWrites: 0,
+    backendDeletes: 0,
+    conntrackDeleted: 0,
+    attached: [],
+    detached: [],
+    attachErrors: [],
+    ms: 0,
+  };
+}
+
 /** The dataplane's own view of itself (for logs and `status()`). */
 export interface DataplaneLocalStatus {
   loaded: boolean;
@@ -172,18 +188,7 @@ export class Dataplane {
 
   async #apply(desired: DesiredState, full: boolean): Promise<ApplyResult> {
     const t0 = performance.now();
-    const result: ApplyResult = {
-      loaded: false,
-      svcWrites: 0,
-      svcDeletes: 0,
-      backendWrites: 0,
-      backendDeletes: 0,
-      conntrackDeleted: 0,
-      attached: [],
-      detached: [],
-      attachErrors: [],
-      ms: 0,
-    };
+    const result = noChanges();
     if (desired.ports.size === 0) {
       if (this.#loader.loaded) {
         result.detached = await this.#unload();

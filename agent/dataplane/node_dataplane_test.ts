@@ -4,7 +4,7 @@ import { silentLogger } from "../../core/log.ts";
 import type { Service } from "../../core/resources.ts";
 import type { ServiceSnapshot } from "../../core/service_snapshot.ts";
 import type { KnownService } from "../services_view.ts";
-import type { ApplyResult } from "./dataplane.ts";
+import { type ApplyResult, noChanges } from "./dataplane.ts";
 import { clusterServiceSnapshot } from "./cluster_service_snapshot.ts";
 import { NodeDataplane, readDataplaneRunStatus } from "./node_dataplane.ts";
 
@@ -84,18 +84,7 @@ function recorder() {
       }
       const s = snapshot as ServiceSnapshot;
       applied.push(s);
-      return Promise.resolve({
-        loaded: s.services.length > 0,
-        svcWrites: 0,
-        svcDeletes: 0,
-        backendWrites: 0,
-        backendDeletes: 0,
-        conntrackDeleted: 0,
-        attached: [],
-        detached: [],
-        attachErrors: [],
-        ms: 0,
-      });
+      return Promise.resolve({ ...noChanges(), loaded: s.services.length > 0 });
     },
     close() {
       closed = true;

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { countingStore } from "../../tests/support/counting_store.ts";
 import type { LeaseClock } from "../../core/bucket_lease.ts";
 import { WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
 import { generateKeyPair, type KeyPair, parseCertificatesPem } from "../../core/certificates.ts";
@@ -89,18 +90,9 @@ Deno.test("one leader bootstraps the CA; the others only read", async () => {
 });
 
 Deno.test("with the mesh, an agent that neither holds the lease nor contends reads nothing; the holder keeps it", async () => {
-  const inner = await bucket();
-  const gets: string[] = [];
-  const store = new Proxy(inner, {
-    get(target, prop, receiver) {
-      const v = Reflect.get(target, prop, receiver);
-      if (typeof v !== "function") return v;
-      return (...args: unknown[]) => {
-        if (prop === "get" || prop === "head") gets.push(String(args[0]));
-        return v.apply(target, args);
-      };
-    },
-  }) as ObjectStore;
+  const counting = countingStore(await bucket());
+  const store = counting.store;
+  const reads = () => counting.count("get") + counting.count("head");
   const clock = new SimClock();
   let bContends = false;
   const a = maintainer(store, "node-a", clock, { contend: () => false });
@@ -111,7 +103,7 @@ Deno.test("with the mesh, an agent that neither holds the lease nor contends rea
     assert.equal(r.status.leader, false);
     assert.match(r.status.idle ?? "", /coordinator contends/);
   }
-  assert.deepEqual(gets, []);
+  assert.equal(reads(), 0);
   // b becomes the mesh coordinator: it contends and bootstraps the CA.
   bContends = true;
   assert.equal((await b.pass()).status.leader, true);
@@ -121,9 +113,9 @@ Deno.test("with the mesh, an agent that neither holds the lease nor contends rea
   const r = await b.pass();
   assert.equal(r.status.leader, true);
   assert.equal(r.status.lease?.action, "renewed");
-  gets.length = 0;
+  counting.reset();
   assert.equal((await a.pass()).status.idle !== undefined, true);
-  assert.deepEqual(gets, [], "a non-contender still reads nothing");
+  assert.equal(reads(), 0, "a non-contender still reads nothing");
 });
 
 Deno.test("takeover: the new leader fences the state with its term; the old one stops writing", async () => {

@@ -17,13 +17,12 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { writePauseImageLayout } from "../../cli/local/pause_image.ts";
 import { localDown, localUp, nodePaths } from "../../cli/local/local_node.ts";
 import { resolveBinaries } from "../../cli/local/node_binaries.ts";
 import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
 import { faultProxy } from "../support/fault_proxy.ts";
 import { nsRun, sh, Topology } from "../support/dataplane_topology.ts";
-import { writeOciLayout } from "../support/oci_image.ts";
+import { mirrorPauseImage, pushStaticProgram } from "../support/node_images.ts";
 import { freePort, moto } from "../support/moto.ts";
 import { podmin, waitFor } from "../support/programs.ts";
 import { startDistributionRegistry } from "../support/registry.ts";
@@ -93,10 +92,6 @@ try:
 except Exception as e:
     print(type(e).__name__)
 `;
-
-async function must(cmd: string, args: string[]): Promise<string> {
-  return await sh(cmd, args);
-}
 
 interface Many {
   ok: number;
@@ -171,35 +166,8 @@ testWith(
 
     try {
       await t.step("images: the echo backend pushed, a pause image mirrored", async () => {
-        const pause = await writePauseImageLayout({
-          dir: path.join(work, "pause"),
-          tag: "3.10",
-          arches: ["amd64", "arm64"],
-        });
-        await must("skopeo", [
-          "copy",
-          "--all",
-          "--dest-tls-verify=false",
-          `oci:${pause}:3.10`,
-          `docker://127.0.0.1:${upstream.port}/pause:3.10`,
-        ]);
-        const mirrored = await podmin(
-          ["--bucket", bucket, "mirror", "--plain-http", `127.0.0.1:${upstream.port}/pause:3.10`],
-          env,
-        );
-        assert.equal(mirrored.code, 0, mirrored.stderr);
-        await Deno.writeTextFile(path.join(work, "echo.c"), ECHO_C);
-        await must("gcc", ["-static", "-Os", "-o", path.join(work, "echo"), `${work}/echo.c`]);
-        await writeOciLayout({
-          dir: path.join(work, "app"),
-          ref: "1.0",
-          platforms: [{ arch: "amd64", files: { echo: await Deno.readFile(`${work}/echo`) } }],
-        });
-        const pushed = await podmin(
-          ["--bucket", bucket, "push", `oci:${path.join(work, "app")}:1.0`, "apps/echo:1.0"],
-          env,
-        );
-        assert.equal(pushed.code, 0, pushed.stderr);
+        await mirrorPauseImage({ work, bucket, env, upstreamPort: upstream.port });
+        await pushStaticProgram({ work, bucket, env, name: "echo", source: ECHO_C });
       });
 
       await t.step("the network: node B and a client Pod, linked to node A", async () => {
