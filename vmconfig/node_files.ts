@@ -42,6 +42,18 @@ export async function runGenerator(call: GeneratorCall): Promise<string> {
   return dec.decode(out.stdout);
 }
 
+/**
+ * Service DNS on a node, as lib/generate.sh names it (COREFILE, DNS_ZONE_DIR, CLUSTER_DOMAIN,
+ * DNS_PORT; a test checks they agree): CoreDNS reads the Corefile and serves the zone file the
+ * agent writes into `zoneDir` (its `--dns-dir`).
+ */
+export const NODE_DNS = {
+  corefile: "/etc/podmin/coredns/Corefile",
+  zoneDir: "/run/podmin/dns",
+  domain: "cluster.local",
+  port: 53,
+} as const;
+
 /** Inputs of a node's configuration (what configure.sh reads from its env layers). */
 export interface NodeFileInputs {
   containerdVersion: string;
@@ -55,9 +67,13 @@ export interface NodeFileInputs {
   registryPort: number;
   /** The Pod prefix host-local allocates from (the delegated prefix on AWS). */
   podPrefix: string;
+  /** The address CoreDNS binds and kubelet names as the Pods' nameserver (the node's IPv6). */
+  dnsAddress: string;
+  /** Where CoreDNS forwards other names: resolver addresses (space-separated) or a resolv.conf. */
+  dnsUpstream: string;
 }
 
-/** Real path on the node → content, for every file configure.sh generates for containerd, CRI, kubelet and CNI. */
+/** Real path on the node → content, for every file configure.sh generates for containerd, CRI, kubelet, CNI and CoreDNS. */
 export async function renderNodeFiles(i: NodeFileInputs): Promise<Record<string, string>> {
   const gen = (name: string, ...args: Array<string | number>) =>
     runGenerator({ name, args: args.map(String) });
@@ -75,7 +91,19 @@ export async function renderNodeFiles(i: NodeFileInputs): Promise<Record<string,
       i.registryPort,
     ),
     "/etc/crictl.yaml": await gen("gen_crictl_yaml"),
-    "/etc/podmin/kubelet/config.yaml": await gen("gen_kubelet_config", i.kubeletVersion),
+    "/etc/podmin/kubelet/config.yaml": await gen(
+      "gen_kubelet_config",
+      i.kubeletVersion,
+      i.dnsAddress,
+    ),
     "/etc/cni/net.d/10-podmin.conflist": await gen("gen_cni_conflist", i.podPrefix),
+    [NODE_DNS.corefile]: await gen(
+      "gen_corefile",
+      i.dnsAddress,
+      NODE_DNS.port,
+      `${NODE_DNS.zoneDir}/${NODE_DNS.domain}.db`,
+      NODE_DNS.domain,
+      i.dnsUpstream,
+    ),
   };
 }

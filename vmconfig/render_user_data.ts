@@ -33,7 +33,7 @@ export type VmKind = "node" | "nat";
 
 /** Dependencies each kind needs. */
 export const REQUIRED_DEPENDENCIES: Readonly<Record<VmKind, readonly string[]>> = {
-  node: ["vmconfig", "containerd", "runc", "cni-plugins", "crictl", "kubelet"],
+  node: ["vmconfig", "containerd", "runc", "cni-plugins", "crictl", "kubelet", "coredns"],
   nat: ["vmconfig"],
 };
 

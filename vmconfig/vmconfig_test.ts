@@ -7,6 +7,7 @@ import { dependencyBlobKey } from "../core/bucket_layout.ts";
 import { ValidationError } from "../core/errors.ts";
 import { buildVmconfigArchive } from "./archive.ts";
 import { VMCONFIG_ASSETS } from "./assets.ts";
+import { NODE_DNS, renderNodeFiles } from "./node_files.ts";
 import { readAssetSources } from "./build_assets.ts";
 import {
   dependenciesForKind,
@@ -32,6 +33,7 @@ function nodeDeps(): Dependency[] {
       "cni-plugins",
       "crictl",
       "kubelet",
+      "coredns",
       "podmin-agent",
       "amazon-ssm-agent",
     ]
@@ -323,7 +325,7 @@ Deno.test("vmconfig: the generated kubelet config is the standalone contract", a
     const out = await new Deno.Command("bash", {
       args: [
         "-c",
-        `source ${lib}common.sh; source ${lib}validate.sh; source ${lib}generate.sh; gen_kubelet_config ${version}`,
+        `source ${lib}common.sh; source ${lib}validate.sh; source ${lib}generate.sh; gen_kubelet_config ${version} 2600:1f18:4b2:aa00::a`,
       ],
       stdout: "piped",
     }).output();
@@ -338,6 +340,65 @@ Deno.test("vmconfig: the generated kubelet config is the standalone contract", a
   assert.equal(cfg.featureGates, undefined, "1.37 has the Pods API on by default");
   assert.equal(cfg.authentication.anonymous.enabled, false);
   assert.equal(cfg.containerRuntimeEndpoint, "unix:///run/containerd/containerd.sock");
+  // Pods resolve through the node's CoreDNS, with the cluster domain's search path.
+  assert.deepEqual(cfg.clusterDNS, ["2600:1f18:4b2:aa00::a"]);
+  assert.equal(cfg.clusterDomain, "cluster.local");
   assert.deepEqual((await kubeletConfig("1.36.3")).featureGates, { PodsAPI: true });
   assert.equal((await kubeletConfig("1.35.1")).featureGates, undefined);
+});
+
+Deno.test("vmconfig: NODE_DNS names what lib/generate.sh names", async () => {
+  const lib = new URL("./lib/", import.meta.url).pathname;
+  const out = await new Deno.Command("bash", {
+    args: [
+      "-c",
+      `source ${lib}common.sh; source ${lib}validate.sh; source ${lib}generate.sh; ` +
+      'printf "%s\\n" "$COREFILE" "$DNS_ZONE_DIR" "$CLUSTER_DOMAIN" "$DNS_PORT"',
+    ],
+    stdout: "piped",
+  }).output();
+  assert.ok(out.success);
+  assert.deepEqual(new TextDecoder().decode(out.stdout).trim().split("\n"), [
+    NODE_DNS.corefile,
+    NODE_DNS.zoneDir,
+    NODE_DNS.domain,
+    String(NODE_DNS.port),
+  ]);
+});
+
+Deno.test("vmconfig: the node's files include its Corefile and a kubelet pointed at it", async () => {
+  const files = await renderNodeFiles({
+    containerdVersion: "2.1.5",
+    kubeletVersion: "1.37.2",
+    sandboxImage: "registry.podmin.internal/mirror/registry.k8s.io/pause:3.10",
+    socketGid: 0,
+    registryHostname: "registry.podmin.internal",
+    registryHost: "127.0.0.1",
+    registryPort: 5000,
+    podPrefix: "2600:1f18:4b2:aa00:1234::/80",
+    dnsAddress: "2600:1f18:4b2:aa00::a",
+    dnsUpstream: "fd00:ec2::253",
+  });
+  const corefile = files[NODE_DNS.corefile];
+  assert.match(corefile, /^cluster\.local:53 \{$/m);
+  assert.match(corefile, /^ {4}bind 2600:1f18:4b2:aa00::a$/m);
+  assert.match(corefile, /^ {4}file \/run\/podmin\/dns\/cluster\.local\.db \{$/m);
+  assert.match(corefile, /^ {4}forward \. fd00:ec2::253$/m);
+  const kubelet = parseYaml(files["/etc/podmin/kubelet/config.yaml"]) as Record<string, unknown>;
+  assert.deepEqual(kubelet.clusterDNS, ["2600:1f18:4b2:aa00::a"]);
+  await assert.rejects(
+    renderNodeFiles({
+      containerdVersion: "2.1.5",
+      kubeletVersion: "1.37.2",
+      sandboxImage: "x/mirror/p:1",
+      socketGid: 0,
+      registryHostname: "x",
+      registryHost: "127.0.0.1",
+      registryPort: 5000,
+      podPrefix: "2600:1f18:4b2:aa00:1234::/80",
+      dnsAddress: "not-an-address",
+      dnsUpstream: "fd00:ec2::253",
+    }),
+    /invalid cluster DNS address/,
+  );
 });

@@ -14,6 +14,8 @@ async function files(containerdVersion = "2.1.5") {
     registryHost: "127.0.0.1",
     registryPort: 5000,
     podPrefix: "fd00:706d:6e::/80",
+    dnsAddress: "fd00:706d:6e:0:ffff::53",
+    dnsUpstream: "/etc/resolv.conf",
   });
 }
 

@@ -24,11 +24,14 @@ const HELP = `Usage: podmin local up|down|status [flags]
 
 A real single-node Podmin cluster on this Linux host (root): the filesystem
 bucket under the state directory, podmin-agent with its loopback registry,
-containerd, runc, the ptp/host-local CNI plugins and a standalone kubelet,
-configured by the same generators as a cloud node. The node's files live under
+containerd, runc, the ptp/host-local CNI plugins, CoreDNS for Service names
+and a standalone kubelet, configured by the same generators as a cloud node. The node's files live under
 the state directory and appear at their real paths (/etc/containerd,
 /var/lib/kubelet, …) only inside a private mount namespace; the node shares
-the host's network, so Pod addresses are reachable from the host.
+the host's network, so Pod addresses are reachable from the host. CoreDNS
+answers on an address 'up' adds to the host's loopback (in the Pod prefix's
+/64, outside the /80): Pods use it as their nameserver, and
+'dig @ADDRESS AAAA NAME.NAMESPACE.svc.cluster.local' works from the host.
 
   up       bring the node up (again: a no-op while it runs; after a crash it
            removes what is left and starts over)
@@ -40,8 +43,9 @@ the host's network, so Pod addresses are reachable from the host.
 Flags:
   --state-dir DIR       where the node lives (default ${LOCAL_DEFAULTS.stateDir})
   --bin-dir DIR         programs to use (repeatable): containerd,
-                        containerd-shim-runc-v2, kubelet, crictl, runc; without
-                        it the pinned versions are downloaded and verified
+                        containerd-shim-runc-v2, kubelet, crictl, coredns, runc;
+                        without it the pinned versions are downloaded and
+                        verified
   --cni-bin-dir DIR     ptp, host-local, loopback (default /opt/cni/bin or
                         /usr/lib/cni)
   --dependency-catalog FILE
@@ -200,7 +204,11 @@ async function status(ctx: CommandContext, stateDir: string, agent: string[]): P
   ctx.out(`Node:       ${LOCAL_DEFAULTS.nodeName} (state ${stateDir})`);
   ctx.out(`Bucket:     ${s.bucket}`);
   ctx.out(`Pod prefix: ${s.podPrefix}`);
-  ctx.out(`Versions:   containerd ${s.containerdVersion}, kubelet ${s.kubeletVersion}`);
+  if (s.dnsAddress) ctx.out(`Cluster DNS: ${s.dnsAddress} (cluster.local)`);
+  ctx.out(
+    `Versions:   containerd ${s.containerdVersion}, kubelet ${s.kubeletVersion}` +
+      (s.corednsVersion ? `, CoreDNS ${s.corednsVersion}` : ""),
+  );
   let healthy = true;
   for (const d of DAEMONS) {
     const rec = s.daemons[d];

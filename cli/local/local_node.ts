@@ -6,12 +6,15 @@
  * Effect: a node directory under the state directory holding the files
  * vmconfig's generators render for a cloud node (plus the printed host
  * overrides), a persistent mount namespace that shows them at their real
- * paths, and three daemons in it — containerd, podmin-agent (manifests and the
- * loopback registry) and a standalone kubelet — on the host's network.
+ * paths, and four daemons in it — containerd, podmin-agent (manifests, the
+ * loopback registry, the endpoint mesh and the Service zone), CoreDNS (Service
+ * names, on the node's DNS address) and a standalone kubelet — on the host's
+ * network.
  * `state.json` records everything `up` made, written before each step, so
  * `down` (or an `up` after a crash) removes exactly that: daemons by PID and
  * command line, Pods (CNI releases their addresses and routes), processes left
- * in the namespace, mounts, created mount points, cgroups kubelet created.
+ * in the namespace, mounts, created mount points, cgroups kubelet created, the
+ * DNS address it added to the host's loopback.
  */
 
 import * as path from "node:path";
@@ -30,7 +33,7 @@ import {
 import { openImageSource } from "../../registry/image_source.ts";
 import { writeImage } from "../../registry/image_writer.ts";
 import { UpstreamSource } from "../../registry/upstream.ts";
-import { renderNodeFiles } from "../../vmconfig/node_files.ts";
+import { NODE_DNS, renderNodeFiles } from "../../vmconfig/node_files.ts";
 import {
   applyHostOverrides,
   type HostFacts,
@@ -38,6 +41,13 @@ import {
   readHostFacts,
 } from "./host_overrides.ts";
 import type { NodeBinaries } from "./node_binaries.ts";
+import {
+  addLoopbackAddress,
+  dnsListening,
+  hasLoopbackAddress,
+  localDnsAddress,
+  removeLoopbackAddress,
+} from "./node_dns.ts";
 import {
   createMountPoints,
   createNamespace,
@@ -71,7 +81,7 @@ export const LOCAL_DEFAULTS = {
 } as const;
 
 /** The daemons, in start order. */
-export const DAEMONS = ["containerd", "podmin-agent", "kubelet"] as const;
+export const DAEMONS = ["containerd", "podmin-agent", "coredns", "kubelet"] as const;
 type DaemonName = typeof DAEMONS[number];
 
 /** What `up` made, as recorded in `<state-dir>/state.json`. */
@@ -85,6 +95,11 @@ export interface LocalState {
   podPrefix: string;
   containerdVersion?: string;
   kubeletVersion?: string;
+  corednsVersion?: string;
+  /** Where CoreDNS answers and kubelet sends the Pods' queries (`localDnsAddress`). */
+  dnsAddress?: string;
+  /** Addresses `up` added to the host's loopback (the DNS address unless it was there). */
+  hostAddresses?: string[];
   /** Mount points created on the host (outermost first). */
   createdPaths: string[];
   /** Mounts made in the host's namespace (namespace directory, tmpfs). */
@@ -249,6 +264,9 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
     podPrefix: o.podPrefix,
     containerdVersion: o.binaries.containerdVersion,
     kubeletVersion: o.binaries.kubeletVersion,
+    corednsVersion: o.binaries.corednsVersion,
+    dnsAddress: localDnsAddress(o.podPrefix),
+    hostAddresses: [],
     createdPaths: [],
     hostMounts: [],
     daemons: {},
@@ -263,7 +281,8 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
 
   // 1. Files: the programs, then every node file from vmconfig's generators, then overrides.
   o.log(
-    `node programs: containerd ${o.binaries.containerdVersion}, kubelet ${o.binaries.kubeletVersion}`,
+    `node programs: containerd ${o.binaries.containerdVersion}, kubelet ${o.binaries.kubeletVersion}, ` +
+      `CoreDNS ${o.binaries.corednsVersion}`,
   );
   await installPrograms(p.root, o.binaries);
   const sandboxRef = parseUpstreamRef(o.sandboxImage);
@@ -276,6 +295,9 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
     registryHost: "127.0.0.1",
     registryPort: o.registryPort,
     podPrefix: o.podPrefix,
+    // Pods ask CoreDNS on the node's DNS address; it asks the host's resolvers for other names.
+    dnsAddress: state.dnsAddress!,
+    dnsUpstream: "/etc/resolv.conf",
   });
   state.overrides = applyHostOverrides(files, o.host ?? await readHostFacts());
   for (const ov of state.overrides) {
@@ -287,6 +309,7 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
     await Deno.writeTextFile(at, content);
   }
   await Deno.mkdir(path.join(p.root, "etc/podmin/manifests"), { recursive: true });
+  o.log(`cluster DNS (CoreDNS, kubelet's clusterDNS): ${state.dnsAddress}`);
 
   // 2. The private view: mount points (recorded first), tmpfs for values, the namespace.
   const binds = nodeBinds(p.root);
@@ -348,6 +371,7 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
   const timeoutMs = o.timeoutMs ?? 60_000;
   const env = { PATH: `${p.bin}:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin` };
   await ensureLocalCaKey({ runPodmin: p.runPodmin, store: openStore(o.bucket), log: o.log });
+  const dnsAddress = state.dnsAddress ?? localDnsAddress(state.podPrefix);
   const specs: Record<DaemonName, { argv: string[]; ready: () => Promise<boolean> }> = {
     containerd: {
       argv: [path.join(p.bin, "containerd"), "--config", "/etc/containerd/config.toml"],
@@ -369,12 +393,18 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
         `--mesh-listen=${o.mesh?.listen ?? "127.0.0.1:0"}`,
         `--mesh-advertise=${o.mesh?.advertise ?? "127.0.0.1"}`,
         `--node-id=${LOCAL_DEFAULTS.nodeName}`,
+        `--node-address=${dnsAddress}`,
+        `--dns-dir=${NODE_DNS.zoneDir}`,
         "--state-dir=/run/podmin/agent",
         `--registry-listen=127.0.0.1:${state.registryPort}`,
         `--interval=${o.interval ?? "2s"}`,
         `--secrets-interval=${o.secretsInterval ?? "60s"}`,
       ],
       ready: () => httpOk(`http://127.0.0.1:${state.registryPort}/v2/`),
+    },
+    coredns: {
+      argv: [path.join(p.bin, "coredns"), "-conf", NODE_DNS.corefile],
+      ready: () => dnsListening(dnsAddress, NODE_DNS.port),
     },
     kubelet: {
       argv: [
@@ -390,6 +420,13 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
     if (state.daemons[name] && await isRunning(state.daemons[name]!)) continue;
     if (name === "kubelet" && !state.daemons.kubelet) {
       state.newCgroups = await missingCgroups();
+    }
+    if (name === "coredns" && !(await hasLoopbackAddress(dnsAddress))) {
+      // Recorded before it is made, so a crash in between still removes it.
+      state.hostAddresses = [...new Set([...(state.hostAddresses ?? []), dnsAddress])];
+      await writeState(o.stateDir, state);
+      await addLoopbackAddress(dnsAddress);
+      o.log(`added ${dnsAddress}/128 to the host's loopback (cluster DNS)`);
     }
     o.log(`starting ${name}`);
     const daemon = await startDaemon({
@@ -414,7 +451,9 @@ async function installPrograms(root: string, b: NodeBinaries): Promise<void> {
     await Deno.copyFile(from, to);
     await Deno.chmod(to, 0o755);
   };
-  for (const f of [b.containerd, b.shim, b.kubelet, b.crictl, ...(b.ctr ? [b.ctr] : [])]) {
+  for (
+    const f of [b.containerd, b.shim, b.kubelet, b.crictl, b.coredns, ...(b.ctr ? [b.ctr] : [])]
+  ) {
     await put(f, "usr/local/bin");
   }
   await put(b.runc, "usr/local/sbin", "runc");
@@ -543,7 +582,7 @@ export async function localDown(o: LocalDownOptions): Promise<string[]> {
   }
   const left: string[] = [];
   // Agent first (it would re-create manifests), then kubelet (it would restart Pods).
-  for (const name of ["podmin-agent", "kubelet"] as const) {
+  for (const name of ["podmin-agent", "kubelet", "coredns"] as const) {
     if (s.daemons[name] && await stopDaemon(s.daemons[name]!)) o.log(`stopped ${name}`);
   }
   if (s.agentCommand) {
@@ -581,6 +620,9 @@ export async function localDown(o: LocalDownOptions): Promise<string[]> {
       } catch { /* gone */ }
     }
     if (rest.length) o.log(`killed ${rest.length} process(es) left in the node's namespace`);
+  }
+  for (const a of s.hostAddresses ?? []) {
+    if (await removeLoopbackAddress(a)) o.log(`removed ${a}/128 from the host's loopback`);
   }
   for (const m of [...s.hostMounts].reverse()) await unmountIfMounted(m);
   for (const c of s.newCgroups) await removeCgroupTree(c);

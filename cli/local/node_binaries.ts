@@ -1,6 +1,6 @@
 /**
  * The programs of a local node: containerd (with its runc shim), runc, kubelet,
- * crictl and the CNI plugins. From `--bin-dir` directories (locally built
+ * crictl, CoreDNS and the CNI plugins. From `--bin-dir` directories (locally built
  * ones), or from the pinned default catalogue through the digest-checked
  * dependency cache (downloaded once, verified on every reuse). Their versions
  * are read from the programs themselves: the generated configuration follows
@@ -20,11 +20,13 @@ export interface NodeBinaries {
   ctr?: string;
   kubelet: string;
   crictl: string;
+  coredns: string;
   runc: string;
   /** Directory holding the ptp, host-local and loopback CNI plugins. */
   cniDir: string;
   containerdVersion: string;
   kubeletVersion: string;
+  corednsVersion: string;
 }
 
 /** A program is missing or unusable. */
@@ -73,7 +75,7 @@ export async function resolveBinaries(o: ResolveBinariesOptions): Promise<NodeBi
     if (!p) {
       throw new BinaryError(`no executable ${name} in ${dirs.join(", ") || "(no directory)"}`, {
         hint: "give --bin-dir DIR (repeatable) with containerd, containerd-shim-runc-v2, " +
-          "kubelet, crictl and runc, or omit it to download the pinned versions",
+          "kubelet, crictl, coredns and runc, or omit it to download the pinned versions",
       });
     }
     return p;
@@ -96,16 +98,19 @@ export async function resolveBinaries(o: ResolveBinariesOptions): Promise<NodeBi
   }
   const containerd = await need("containerd", o.binDirs);
   const kubelet = await need("kubelet", o.binDirs);
+  const coredns = await need("coredns", o.binDirs);
   return {
     containerd,
     shim: await need("containerd-shim-runc-v2", o.binDirs),
     ctr: await find("ctr", o.binDirs),
     kubelet,
     crictl: await need("crictl", o.binDirs),
+    coredns,
     runc: await need("runc", [...o.binDirs, ...pathDirs]),
     cniDir: cniDir!,
     containerdVersion: await versionOf(containerd, ["--version"], /\bv?(\d+\.\d+\.\d+)\b/),
     kubeletVersion: await versionOf(kubelet, ["--version"], /Kubernetes v(\d+\.\d+\.\d+)/),
+    corednsVersion: await versionOf(coredns, ["-version"], /CoreDNS-(\d+\.\d+\.\d+)/),
   };
 }
 
@@ -123,7 +128,7 @@ export async function fetchPinnedBinaries(
   if (!arch) throw new BinaryError(`unsupported architecture ${Deno.build.arch}`);
   const cache = new DependencyCache({ dir: o.cacheDir, log: o.log });
   await Deno.mkdir(path.join(o.dir, "cni"), { recursive: true });
-  for (const name of ["containerd", "runc", "kubelet", "crictl", "cni-plugins"]) {
+  for (const name of ["containerd", "runc", "kubelet", "crictl", "coredns", "cni-plugins"]) {
     const e = (o.catalog ?? DEFAULT_CATALOG).dependencies.find((d) =>
       d.name === name && d.arch === arch
     );

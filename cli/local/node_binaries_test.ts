@@ -10,8 +10,8 @@ const enc = new TextEncoder();
 const ARCH = Deno.build.arch === "aarch64" ? "arm64" : "amd64";
 
 /** A program that reports a version the way the real one does. */
-const program = (versionLine: string) =>
-  enc.encode(`#!/bin/sh\n[ "$1" = --version ] && echo "${versionLine}"\nexit 0\n`);
+const program = (versionLine: string, flag = "--version") =>
+  enc.encode(`#!/bin/sh\n[ "$1" = ${flag} ] && echo "${versionLine}"\nexit 0\n`);
 const tgz = (files: Array<[string, Uint8Array]>) =>
   new Uint8Array(gzipSync(buildTar(files.map(([n, d]) => [n, 0o755, d]))));
 
@@ -29,6 +29,11 @@ function releaseFiles(): Map<string, Uint8Array> {
     ["runc", program("runc version 1.3.3")],
     ["kubelet", program("Kubernetes v1.37.2")],
     ["crictl.tgz", tgz([["crictl", program("crictl version v1.34.0")]])],
+    // CoreDNS's release tarball holds the one program; it prints its version on -version.
+    [
+      "coredns.tgz",
+      tgz([["coredns", program("CoreDNS-1.12.1\nlinux/amd64, go1.24.1", "-version")]]),
+    ],
     [
       "cni.tgz",
       tgz([["ptp", program("ptp")], ["host-local", program("hl")], [
@@ -53,6 +58,7 @@ function catalogOf(files: Map<string, Uint8Array>, url: (n: string) => string): 
       entry("runc", "runc", "1.3.3"),
       entry("kubelet", "kubelet", "1.37.2"),
       entry("crictl", "crictl.tgz", "1.34.0"),
+      entry("coredns", "coredns.tgz", "1.12.1"),
       entry("cni-plugins", "cni.tgz", "1.8.0"),
     ],
   };
@@ -69,10 +75,12 @@ Deno.test("node binaries: pinned downloads are verified, unpacked as released, r
     const b = await resolveBinaries({ binDirs: [dir], cniDir: `${dir}/cni` });
     assert.equal(b.containerdVersion, "2.1.5");
     assert.equal(b.kubeletVersion, "1.37.2");
+    assert.equal(b.corednsVersion, "1.12.1");
+    assert.equal(b.coredns, `${dir}/coredns`);
     assert.equal(b.runc, `${dir}/runc`);
     assert.equal(b.shim, `${dir}/containerd-shim-runc-v2`);
     const hits = [...server.hits.values()].reduce((a, n) => a + n, 0);
-    assert.equal(hits, 5);
+    assert.equal(hits, 6);
     // A second run downloads nothing: every file comes from the verified cache.
     await fetchPinnedBinaries(o);
     assert.equal([...server.hits.values()].reduce((a, n) => a + n, 0), hits);

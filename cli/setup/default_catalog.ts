@@ -23,6 +23,15 @@
  * (sha512) and the extracted `package/deno` by its sha256, measured on the extracted files (the
  * amd64 one is byte-identical to the Deno 2.9.6 this project builds with).
  *
+ * CoreDNS (Service DNS on every node) is the upstream release tarball `coredns_<v>_linux_<arch>.tgz`
+ * (one member, `coredns`). 1.12.1 is the newest release whose tarball digests could be obtained from
+ * public pins, for both architectures, from two independent sources that agree: the AUR
+ * `coredns-bin` PKGBUILD (`sha256sums_x86_64`, `sha256sums_aarch64`) and lukashornych/hole's
+ * `assets/gateway/Dockerfile` (`COREDNS_SHA256_AMD64`/`_ARM64`, taken from the release's
+ * `.tgz.sha256` files). No public pin of 1.15.0 (the version the tests build from the Go module
+ * proxy) was reachable; the generated Corefile uses only plugins both versions have (`bind`,
+ * `file` with `reload`, `forward`, `cache`, `errors`).
+ *
  * The AWS SSM Agent is not pinned here: no public source pins a digest for a
  * specific version (see docs/spec.md, "Dependencies").
  */
@@ -108,6 +117,22 @@ export const DEFAULT_CATALOG: Catalog = {
         "https://github.com/kubernetes-sigs/cri-tools/releases/download/v1.34.0/crictl-v1.34.0-linux-arm64.tar.gz",
       sha256: "c31d252e203df5f4cf37f314bd3092eb79087e791631c1e607087c74b6d0423f",
     }, // not cross-checked against a second source
+    {
+      name: "coredns",
+      version: "1.12.1",
+      arch: "amd64",
+      url:
+        "https://github.com/coredns/coredns/releases/download/v1.12.1/coredns_1.12.1_linux_amd64.tgz",
+      sha256: "886206d686363cd7d71c62ac47287692b954da3dfc9bcbffedd80d4b69358001",
+    },
+    {
+      name: "coredns",
+      version: "1.12.1",
+      arch: "arm64",
+      url:
+        "https://github.com/coredns/coredns/releases/download/v1.12.1/coredns_1.12.1_linux_arm64.tgz",
+      sha256: "f1c9030a7fbf3c9f5421894211b3bee62de7e77d260fc4282a0d8104376b6300",
+    },
     {
       name: "deno",
       version: "2.9.6",

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { parseCatalog } from "./dependency_catalog.ts";
 import { DEFAULT_CATALOG } from "./default_catalog.ts";
+import { REQUIRED_DEPENDENCIES } from "../../vmconfig/render_user_data.ts";
 
 Deno.test("catalogue: the embedded default pins every node component for both architectures", () => {
   const c = parseCatalog(DEFAULT_CATALOG, "default catalogue");
@@ -8,7 +9,7 @@ Deno.test("catalogue: the embedded default pins every node component for both ar
     const names = c.dependencies.filter((d) => d.arch === arch).map((d) => d.name).sort();
     assert.deepEqual(
       names,
-      ["cni-plugins", "containerd", "crictl", "deno", "kubelet", "runc"],
+      ["cni-plugins", "containerd", "coredns", "crictl", "deno", "kubelet", "runc"],
       arch,
     );
   }
@@ -18,6 +19,17 @@ Deno.test("catalogue: the embedded default pins every node component for both ar
     const npmArch = d.arch === "amd64" ? "x64" : "arm64"; // the npm packages' names
     assert.ok(d.url.includes(d.archive ? npmArch : d.arch), `${d.url} names its architecture`);
     assert.equal(d.archive !== undefined, d.name === "deno", "only the runtime is in an archive");
+  }
+});
+
+Deno.test("catalogue: every node dependency vmconfig requires is pinned for both architectures", () => {
+  for (const arch of ["amd64", "arm64"]) {
+    const pinned = new Set(
+      DEFAULT_CATALOG.dependencies.filter((d) => d.arch === arch).map((d) => d.name),
+    );
+    // vmconfig is built by setup itself; the agent comes from setup (binary or runtime + bundle).
+    const upstream = REQUIRED_DEPENDENCIES.node.filter((n) => n !== "vmconfig");
+    assert.deepEqual(upstream.filter((n) => !pinned.has(n)), [], arch);
   }
 });
 

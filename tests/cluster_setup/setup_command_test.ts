@@ -60,7 +60,7 @@ testWith(
     const tmp = await Deno.makeTempDir({ prefix: "podmin-setup-" });
     let upstream: Deno.ChildProcess | undefined;
     const files = new Map<string, Uint8Array>();
-    for (const n of ["containerd", "runc", "cni-plugins", "crictl", "kubelet"]) {
+    for (const n of ["containerd", "runc", "cni-plugins", "crictl", "kubelet", "coredns"]) {
       files.set(
         n,
         randomBytes(300_000),
@@ -172,14 +172,23 @@ testWith(
           const first = await podmin(args, env);
           assert.equal(first.code, 0, first.stderr);
           assert.match(first.stdout, /cluster prod is set up/);
-          assert.match(first.stderr, /dependencies: 7 file\(s\) uploaded/);
+          assert.match(first.stderr, /dependencies: 8 file\(s\) uploaded/);
           assert.match(first.stderr, /NodeGroup workers: 2\/2 healthy/);
           const manifest = parseDependencyManifest(
             (await getIfExists(store, DEPENDENCY_MANIFEST))!.body,
           );
           assert.deepEqual(
             manifest.architectures.amd64!.map((e) => e.name),
-            ["cni-plugins", "containerd", "crictl", "kubelet", "podmin-agent", "runc", "vmconfig"],
+            [
+              "cni-plugins",
+              "containerd",
+              "coredns",
+              "crictl",
+              "kubelet",
+              "podmin-agent",
+              "runc",
+              "vmconfig",
+            ],
           );
           assert.equal(manifest.architectures.arm64, undefined, "only the architectures in use");
           assert.ok(

@@ -55,7 +55,7 @@ testWith(
     const tmp = await Deno.makeTempDir({ prefix: "podmin-fresh-" });
     let upstream: Deno.ChildProcess | undefined;
     const files = new Map<string, Uint8Array>();
-    for (const n of ["containerd", "runc", "cni-plugins", "crictl", "kubelet"]) {
+    for (const n of ["containerd", "runc", "cni-plugins", "crictl", "kubelet", "coredns"]) {
       files.set(n, randomBytes(200_000));
     }
     // The runtime stand-in: an npm-style tarball (package/deno), pinned like the real one.
@@ -98,7 +98,7 @@ testWith(
       ]);
       const catalog = {
         dependencies: [
-          ...["containerd", "runc", "cni-plugins", "crictl", "kubelet"].map((name) => ({
+          ...["containerd", "runc", "cni-plugins", "crictl", "kubelet", "coredns"].map((name) => ({
             name,
             version: "1.0.0",
             arch: "amd64",
@@ -180,7 +180,7 @@ testWith(
         first.stderr,
         /podmin-agent amd64: runtime-plus-bundle \(no compiled binary\): deno 2\.9\.6 \+ .*\/dist\/podmin-agent\.js/,
       );
-      assert.match(first.stderr, /dependencies: 8 file\(s\) uploaded/);
+      assert.match(first.stderr, /dependencies: 9 file\(s\) uploaded/);
       assert.match(first.stderr, /NodeGroup workers: 1\/1 healthy/);
       const manifest = parseDependencyManifest(
         (await getIfExists(store, DEPENDENCY_MANIFEST))!.body,
@@ -189,6 +189,7 @@ testWith(
       assert.deepEqual(entries.map((e) => e.name).sort(), [
         "cni-plugins",
         "containerd",
+        "coredns",
         "crictl",
         "deno",
         "kubelet",

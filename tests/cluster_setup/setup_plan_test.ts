@@ -25,6 +25,7 @@ Deno.test("setup --dry-run: NAT-architecture extras are kept when the NAT64 arch
         ...["containerd", "runc", "cni-plugins", "crictl", "kubelet"].map((n, i) =>
           pin(n, "amd64", String(i))
         ),
+        pin("coredns", "amd64", "e"),
         pin("deno", "amd64", "5"),
         pin("jool", "arm64", "a"),
         pin("amazon-ssm-agent", "arm64", "b"),

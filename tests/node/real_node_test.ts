@@ -2,8 +2,8 @@
  * A real Podmin node, end to end: `podmin local up` renders every node file with
  * vmconfig's generators (applying only the host overrides it prints) and runs
  * a real containerd 2.1, runc, the ptp/host-local CNI plugins, a standalone
- * kubelet 1.37 (all built from the Go module proxy by tests/setup.sh) and
- * podmin-agent against moto. Images come from `podmin push` and from
+ * kubelet 1.37, CoreDNS 1.15 (all built from the Go module proxy by
+ * tests/setup.sh) and podmin-agent against moto. Images come from `podmin push` and from
  * `podmin mirror` of a locally built pause image served by the CNCF
  * distribution registry (there is no internet here); Pods pull them through the
  * agent's loopback registry.
@@ -15,6 +15,7 @@ import { writePauseImageLayout } from "../../cli/local/pause_image.ts";
 import { readHostFacts } from "../../cli/local/host_overrides.ts";
 import { localDown, localUp, readState } from "../../cli/local/local_node.ts";
 import { resolveBinaries } from "../../cli/local/node_binaries.ts";
+import { hasLoopbackAddress, localDnsAddress } from "../../cli/local/node_dns.ts";
 import { isRunning } from "../../cli/local/node_processes.ts";
 import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
 import { writeOciLayout } from "../support/oci_image.ts";
@@ -24,8 +25,10 @@ import { startDistributionRegistry } from "../support/registry.ts";
 import { testWith } from "../support/requirements.ts";
 
 const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
-const NODE_BINS = ["containerd-v2.1.5", "kubelet-v1.37.2", "crictl-v1.34.0"].map((d) =>
-  path.join(BIN, "node", d)
+const NODE_BINS = ["containerd-v2.1.5", "kubelet-v1.37.2", "crictl-v1.34.0", "coredns-v1.15.0"].map(
+  (
+    d,
+  ) => path.join(BIN, "node", d),
 );
 const CLUSTER = "nodetest";
 const LINE = "hello from a podmin node";
@@ -82,7 +85,7 @@ testWith(
   "real node [kubelet 1.37 + containerd 2.1 + moto]: podmin local runs a Deployment from push to Ready, values, delete, agent restart, reboot",
   {
     root: true,
-    tools: ["gcc", "skopeo", "nsenter", "unshare", "runc", "ip", "distribution-registry"],
+    tools: ["gcc", "skopeo", "nsenter", "unshare", "runc", "ip", "distribution-registry", "dig"],
   },
   async (t) => {
     const m = await moto();
@@ -151,6 +154,23 @@ testWith(
         "cat",
         `/var/run/secrets/podmin.dev/values/${key}`,
       ).catch(() => undefined);
+    };
+
+    /** `dig @server TYPE name` (from the host, or inside a process's network namespace). */
+    const dig = async (server: string, type: string, name: string, netnsOf?: number) => {
+      const args = ["+time=1", "+tries=1", `@${server}`, type, name];
+      const out = netnsOf === undefined
+        ? await new Deno.Command("dig", { args, stdout: "piped" }).output()
+        : await new Deno.Command("nsenter", {
+          args: [`--target=${netnsOf}`, "--net", "dig", ...args],
+          stdout: "piped",
+        }).output();
+      const text = new TextDecoder().decode(out.stdout);
+      const answer = text.split(";; ANSWER SECTION:\n")[1]?.split("\n\n")[0] ?? "";
+      return {
+        status: /status: (\w+)/.exec(text)?.[1] ?? `no answer: ${text}`,
+        answers: answer.split("\n").filter(Boolean).map((l) => l.split(/\s+/).slice(4).join(" ")),
+      };
     };
 
     const valueBecomes = (key: string, want: string, timeoutMs: number) =>
@@ -235,7 +255,7 @@ ${d.command ? `          command: ${JSON.stringify(d.command)}\n` : ""}`,
         assert.equal(pushed.code, 0, pushed.stderr);
       });
 
-      await t.step("local up: generated files, printed overrides, three daemons", async () => {
+      await t.step("local up: generated files, printed overrides, four daemons", async () => {
         await localUp(upOptions);
         const printed = logs.filter((l) => l.startsWith("override for this host:"));
         // Every override names its file and reason; none touches hosts.toml, CNI or crictl.
@@ -251,6 +271,17 @@ ${d.command ? `          command: ${JSON.stringify(d.command)}\n` : ""}`,
           path.join(stateDir, "node/etc/podmin/kubelet/config.yaml"),
         );
         assert.doesNotMatch(kubeletConfig, /featureGates/, "kubelet 1.37: Pods API on by default");
+        // Pods resolve through the node's CoreDNS, on the DNS address up put on the loopback.
+        const dnsAddress = localDnsAddress(upOptions.podPrefix);
+        assert.equal((await readState(stateDir))!.dnsAddress, dnsAddress);
+        assert.match(kubeletConfig, new RegExp(`^clusterDNS:\n  - ${dnsAddress}$`, "m"));
+        assert.ok(await hasLoopbackAddress(dnsAddress), `${dnsAddress} on lo`);
+        const corefile = await Deno.readTextFile(
+          path.join(stateDir, "node/etc/podmin/coredns/Corefile"),
+        );
+        assert.match(corefile, new RegExp(`^ {4}bind ${dnsAddress}$`, "m"));
+        assert.match(corefile, /^ {4}forward \. \/etc\/resolv\.conf$/m);
+        assert.ok(await isRunning((await readState(stateDir))!.daemons.coredns!), "CoreDNS runs");
         const hosts = await Deno.readTextFile(
           path.join(stateDir, `node/etc/containerd/certs.d/${REGISTRY_HOSTNAME}/hosts.toml`),
         );
@@ -423,6 +454,56 @@ spec:
       );
 
       await t.step(
+        "Service DNS: the Pod's resolv.conf names the node's CoreDNS, which answers the Service VIP (from the host and from inside the Pod)",
+        async () => {
+          const dnsAddress = (await readState(stateDir))!.dnsAddress!;
+          const [c] = (await containers("hello")).filter((c: { state: string }) =>
+            c.state === "CONTAINER_RUNNING"
+          );
+          const resolv = await crictl("exec", c.id, "/hello", "cat", "/etc/resolv.conf");
+          assert.match(resolv, new RegExp(`^nameserver ${dnsAddress}$`, "m"), resolv);
+          assert.match(
+            resolv,
+            /^search default\.svc\.cluster\.local svc\.cluster\.local cluster\.local\b/m,
+            resolv,
+          );
+          const got = await podmin(
+            ["--bucket", bucket, "get", "service", "hello", "-o", "json"],
+            env,
+          );
+          assert.equal(got.code, 0, got.stderr);
+          const vip = JSON.parse(got.stdout).status.vip as string;
+          assert.match(vip, /:/, vip);
+          const name = "hello.default.svc.cluster.local";
+          let seen = {};
+          await waitFor("CoreDNS answering the Service's VIP", async () => {
+            seen = await dig(dnsAddress, "AAAA", name);
+            return JSON.stringify(seen) === JSON.stringify({ status: "NOERROR", answers: [vip] });
+          }, 30_000).catch((e) => {
+            throw new Error(`${e.message}: ${JSON.stringify(seen)}`);
+          });
+          // The named port as SRV; a name that is no Service does not exist.
+          assert.deepEqual(await dig(dnsAddress, "SRV", `_http._tcp.${name}`), {
+            status: "NOERROR",
+            answers: [`0 100 80 ${name}.`],
+          });
+          assert.equal(
+            (await dig(dnsAddress, "AAAA", "nope.default.svc.cluster.local")).status,
+            "NXDOMAIN",
+          );
+          // From the Pod's own network namespace: through its veth and the host's /128 route.
+          const [sandbox] = JSON.parse(
+            await crictl("pods", "--name", "hello", "--state", "ready", "-o", "json"),
+          ).items;
+          const pid = JSON.parse(await crictl("inspectp", "-o", "json", sandbox.id)).info.pid;
+          assert.deepEqual(await dig(dnsAddress, "AAAA", name, pid), {
+            status: "NOERROR",
+            answers: [vip],
+          });
+        },
+      );
+
+      await t.step(
         "the agent's Pods API client reports exactly what kubelet's own Go client reports",
         async () => {
           const key = (p: PodsApiPod) =>
@@ -474,7 +555,7 @@ spec:
         "a simulated reboot (every process gone, /run/podmin empty): the Pod comes back",
         async () => {
           const s = (await readState(stateDir))!;
-          for (const d of ["podmin-agent", "kubelet"] as const) {
+          for (const d of ["podmin-agent", "kubelet", "coredns"] as const) {
             Deno.kill(s.daemons[d]!.pid, "SIGKILL");
           }
           await crictl("rmp", "-af");
@@ -486,6 +567,15 @@ spec:
           await localUp(upOptions);
           await waitFor("the Pod Ready again", async () => !!(await readyPod()), 120_000);
           await valueBecomes("greeting", "hi-2", 60_000);
+          // The agent writes the zone anew on the empty tmpfs; the restarted CoreDNS serves it.
+          const dnsAddress = (await readState(stateDir))!.dnsAddress!;
+          await waitFor(
+            "the Service name again",
+            async () =>
+              (await dig(dnsAddress, "AAAA", "hello.default.svc.cluster.local")).answers.length ===
+                1,
+            30_000,
+          );
         },
       );
 
@@ -566,6 +656,7 @@ spec:
         const s = (await readState(stateDir))!;
         const left = await localDown({ stateDir, log });
         assert.deepEqual(left, []);
+        assert.equal(await hasLoopbackAddress(s.dnsAddress!), false, "the DNS address is gone");
         for (const d of Object.values(s.daemons)) {
           assert.equal(await isRunning(d!), false, d!.program);
         }
@@ -686,6 +777,7 @@ testWith(
       for (const d of Object.values(running)) assert.equal(await isRunning(d!), false, d!.program);
       for (const p of recorded.createdPaths) await assert.rejects(Deno.lstat(p), p);
       assert.ok(!(await Deno.readTextFile("/proc/self/mountinfo")).includes(stateDir));
+      assert.equal(await hasLoopbackAddress(recorded.dnsAddress!), false);
     } finally {
       if (await readState(stateDir).catch(() => undefined)) {
         await localDown({ stateDir, log: () => {} }).catch((e) => console.error(e));

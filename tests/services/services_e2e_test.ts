@@ -29,8 +29,10 @@ import { startDistributionRegistry } from "../support/registry.ts";
 import { testWith } from "../support/requirements.ts";
 
 const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
-const NODE_BINS = ["containerd-v2.1.5", "kubelet-v1.37.2", "crictl-v1.34.0"].map((d) =>
-  path.join(BIN, "node", d)
+const NODE_BINS = ["containerd-v2.1.5", "kubelet-v1.37.2", "crictl-v1.34.0", "coredns-v1.15.0"].map(
+  (
+    d,
+  ) => path.join(BIN, "node", d),
 );
 const COREDNS = path.join(BIN, "node", "coredns-v1.15.0", "coredns");
 const ROOT = new URL("../../", import.meta.url).pathname;

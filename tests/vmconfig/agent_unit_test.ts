@@ -54,11 +54,24 @@ for (
         AGENT_SECRETS_INTERVAL: "60s",
         PODMIN_REGISTRY_LISTEN: "127.0.0.1:0",
         PODMIN_NODE_ID: "i-0123456789abcdef0",
+        PODMIN_NODE_ADDRESS: "2600:1f18:1:2::10",
+        PODMIN_MESH_LISTEN: "[::]:7443",
+        PODMIN_DNS_DIR: `${tmp}/dns`,
         PODMIN_AGENT_CA_ARGS: caArgs,
         PODMIN_AGENT_TELEMETRY_ARGS: telemetryArgs,
       };
       const args = systemdArgs(exec[2], env);
       assert.equal(args.includes("--node-id=i-0123456789abcdef0"), true);
+      // Every node joins the endpoint mesh on its own address and writes the Service zone.
+      for (
+        const a of [
+          "--node-address=2600:1f18:1:2::10",
+          "--mesh-listen=[::]:7443",
+          "--mesh-advertise=2600:1f18:1:2::10",
+          "--cluster-ca=ssm",
+          `--dns-dir=${tmp}/dns`,
+        ]
+      ) assert.ok(args.includes(a), a);
       assert.equal(args.some((a) => a.startsWith("--workload-ca-publish")), caArgs !== "");
       assert.equal(args.includes("--fluent-bit-identity"), telemetryArgs !== "");
       await createBucket(env.PODMIN_BUCKET);

@@ -40,6 +40,9 @@ import {
 import { dependencyBlobKey } from "../../core/bucket_layout.ts";
 
 const TOOLS = ["curl", "containerd", "bats", "ip", "nft", "dpkg-deb", "useradd"];
+const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
+/** The real CoreDNS (built from the Go module proxy by tests/setup.sh). */
+const COREDNS = `${BIN}/node/coredns-v1.15.0/coredns`;
 const NODE_MAC = "02:00:5e:00:00:0a";
 const POD_MAC = "02:00:5e:00:00:0b";
 const NODE_IP = "2600:1f18:4b2:aa00::a";
@@ -79,6 +82,7 @@ async function nodeFiles(dir: string): Promise<Record<string, [string, Uint8Arra
     "cni-plugins": ["1.1.1", tgz(cni)],
     crictl: ["1.33.0", tgz([["crictl", fakeBinary("crictl", "1.33.0")]])],
     kubelet: ["1.34.0", fakeBinary("kubelet", "1.34.0")],
+    coredns: ["1.12.1", tgz([["coredns", fakeBinary("coredns", "1.12.1")]])],
     "podmin-agent": ["0.1.0", fakeBinary("podmin-agent", "0.1.0")],
     "amazon-ssm-agent": ["3.3.1", ssm],
   };
@@ -136,7 +140,7 @@ async function boot(
 
 testWith(
   "vmconfig boot: node user-data installs, configures and routes (moto, IMDSv2, netns)",
-  { root: true, tools: TOOLS },
+  { root: true, tools: [...TOOLS, "dig", "unshare"], files: [new URL(`file://${COREDNS}`)] },
   async (t) => {
     const m = await moto();
     const bucket = await m.createBucket();
@@ -217,6 +221,7 @@ testWith(
           "/usr/local/bin/kubelet": "0:0 0755",
           "/usr/local/bin/crictl": "0:0 0755",
           "/usr/local/bin/podmin-agent": "0:0 0755",
+          "/usr/local/bin/coredns": "0:0 0755",
           "/opt/cni/bin/ptp": "0:0 0755",
           "/opt/cni/bin/host-local": "0:0 0755",
           "/usr/bin/amazon-ssm-agent": "0:0 0755",
@@ -231,6 +236,8 @@ testWith(
           "/etc/podmin/manifests": `0:${gid} 0750`,
           "/var/lib/podmin": `${uid}:${gid} 0750`,
           "/etc/systemd/system/kubelet.service": "0:0 0644",
+          "/etc/systemd/system/podmin-coredns.service": "0:0 0644",
+          "/etc/podmin/coredns/Corefile": "0:0 0644",
           "/etc/containerd/config.toml": "0:0 0644",
           "/etc/crictl.yaml": "0:0 0644",
           "/etc/cni/net.d/10-podmin.conflist": "0:0 0644",
@@ -267,6 +274,10 @@ testWith(
             "PODMIN_REGISTRY_LISTEN=127.0.0.1:5000",
             "PODMIN_NODE_ID=i-0123456789abcdef0", // the instance id from IMDS
             "PODMIN_AGENT_CA_ARGS=--workload-ca-publish=s3://trust-bundles/podmin/prod-ca.pem",
+            // The endpoint mesh and the Service zone (CoreDNS reads it from the tmpfs).
+            `PODMIN_NODE_ADDRESS=${NODE_IP}`,
+            "PODMIN_MESH_LISTEN=[::]:7443",
+            "PODMIN_DNS_DIR=/run/podmin/dns",
             "AWS_USE_DUALSTACK_ENDPOINT=true",
           ]
         ) assert.ok(agentEnv.includes(`${line}\n`), line);
@@ -276,6 +287,8 @@ testWith(
             "staticPodPath: /etc/podmin/manifests",
             "  cpu: 200m\n  memory: 224Mi",
             "enforceNodeAllocatable:\n  - pods",
+            // Pods resolve through the node's CoreDNS.
+            `clusterDNS:\n  - ${NODE_IP}\nclusterDomain: cluster.local`,
           ]
         ) assert.ok(kubelet.includes(s), s);
         // The installed kubelet is 1.34.0: it knows no Pods API gate, so none is written.
@@ -298,8 +311,8 @@ testWith(
         const calls = (await Deno.readTextFile(b.recorder.log)).trim().split("\n");
         assert.deepEqual(calls, [
           "daemon-reload",
-          "enable podmin-pod-network containerd kubelet podmin-agent amazon-ssm-agent",
-          "restart podmin-pod-network containerd kubelet podmin-agent amazon-ssm-agent",
+          "enable podmin-pod-network containerd kubelet podmin-agent podmin-coredns amazon-ssm-agent",
+          "restart podmin-pod-network containerd kubelet podmin-agent podmin-coredns amazon-ssm-agent",
         ]);
       });
 
@@ -506,12 +519,98 @@ testWith(
         },
       );
 
+      await t.step(
+        "the real CoreDNS with the generated Corefile answers on the node's address: the agent's zone, other names from the VPC resolver",
+        async () => {
+          // The VPC resolver's address (fd00:ec2::253, the Corefile's default upstream) on this
+          // namespace's loopback, served by a second CoreDNS with a name of its own.
+          await must("ip", ["-n", ns.name, "addr", "add", "fd00:ec2::253/128", "dev", "lo"]);
+          await Deno.writeTextFile(
+            `${dir}/Upstream`,
+            "example.test:53 {\n    bind fd00:ec2::253\n    hosts {\n        2001:db8::80 www.example.test\n    }\n}\n",
+          );
+          // A zone as the agent writes it, at the path the Corefile names (a private /run).
+          await Deno.writeTextFile(
+            `${dir}/cluster.local.db`,
+            "$ORIGIN cluster.local.\n$TTL 5\n@ IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 60 30 3600 5\n@ IN NS ns.dns.cluster.local.\nweb.shop.svc IN AAAA fd00:10:96::a\n",
+          );
+          const inNs = (script: string) =>
+            new Deno.Command("ip", {
+              args: ["netns", "exec", ns.name, "unshare", "--mount", "--propagation", "private"]
+                .concat(["bash", "-c", script]),
+              stdout: "null",
+              stderr: "piped",
+            }).spawn();
+          const servers = [
+            inNs(`exec ${COREDNS} -conf ${dir}/Upstream`),
+            inNs(
+              `mount -t tmpfs tmpfs /run && mkdir -p /run/podmin/dns && ` +
+                `cp ${dir}/cluster.local.db /run/podmin/dns/ && ` +
+                `exec ${COREDNS} -conf ${root}/etc/podmin/coredns/Corefile`,
+            ),
+          ];
+          const dig = async (server: string, type: string, name: string) => {
+            const out = await run("ip", [
+              "netns",
+              "exec",
+              ns.name,
+              "dig",
+              `@${server}`,
+              "+time=1",
+              "+tries=1",
+              type,
+              name,
+            ]);
+            const status = /status: (\w+)/.exec(out.stdout)?.[1] ?? "no answer";
+            const answer = out.stdout.split(";; ANSWER SECTION:\n")[1]?.split("\n\n")[0] ?? "";
+            return {
+              status,
+              answers: answer.split("\n").filter(Boolean).map((l) => l.split(/\s+/)[4]),
+            };
+          };
+          try {
+            const deadline = Date.now() + 20_000;
+            let got = await dig(NODE_IP, "AAAA", "web.shop.svc.cluster.local");
+            while (got.answers[0] !== "fd00:10:96::a" && Date.now() < deadline) {
+              await new Promise((r) => setTimeout(r, 100));
+              got = await dig(NODE_IP, "AAAA", "web.shop.svc.cluster.local");
+            }
+            assert.deepEqual(got, { status: "NOERROR", answers: ["fd00:10:96::a"] });
+            // A name outside the zone goes to the VPC resolver.
+            assert.deepEqual(await dig(NODE_IP, "AAAA", "www.example.test"), {
+              status: "NOERROR",
+              answers: ["2001:db8::80"],
+            });
+            assert.equal(
+              (await dig(NODE_IP, "AAAA", "gone.shop.svc.cluster.local")).status,
+              "NXDOMAIN",
+            );
+            // Bound to the node's address only: nothing answers on loopback.
+            assert.equal(
+              (await dig("::1", "AAAA", "web.shop.svc.cluster.local")).status,
+              "no answer",
+            );
+          } finally {
+            for (const p of servers) {
+              try {
+                p.kill("SIGTERM");
+              } catch { /* exited */ }
+              const out = await p.output();
+              if (out.code !== 0 && out.signal !== "SIGTERM") {
+                console.error(new TextDecoder().decode(out.stderr));
+              }
+            }
+          }
+        },
+      );
+
       await t.step("systemd-analyze accepts the installed units", async () => {
         for (
           const u of [
             "containerd",
             "kubelet",
             "podmin-agent",
+            "podmin-coredns",
             "podmin-pod-network",
             "amazon-ssm-agent",
           ]
@@ -610,7 +709,7 @@ testWith(
       const calls = (await Deno.readTextFile(b.recorder.log)).trim().split("\n");
       assert.ok(
         calls.includes(
-          "restart podmin-pod-network containerd kubelet podmin-agent amazon-ssm-agent",
+          "restart podmin-pod-network containerd kubelet podmin-agent podmin-coredns amazon-ssm-agent",
         ),
         calls.join("\n"),
       );

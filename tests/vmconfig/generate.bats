@@ -68,8 +68,10 @@ toml() {
   [[ $output == *"image-endpoint: unix:///run/containerd/containerd.sock"* ]]
 }
 
+NODE_IP=2600:1f18:4b2:aa00::a
+
 @test "kubelet config: standalone, static Pods, 200m/224Mi reserved, allocatable enforced" {
-  run gen_kubelet_config 1.37.2
+  run gen_kubelet_config 1.37.2 "$NODE_IP"
   [ "$status" -eq 0 ]
   [[ $output == *"staticPodPath: /etc/podmin/manifests"* ]]
   [[ $output == *$'systemReserved:\n  cpu: 200m\n  memory: 224Mi'* ]]
@@ -80,25 +82,38 @@ toml() {
 @test "kubelet feature gates follow the kubelet version: PodsAPI only where it is a known, off gate" {
   # 1.34 and 1.35 do not know PodsAPI (an unknown gate makes kubelet panic): no gates at all.
   for v in 1.34.3 v1.35.1; do
-    run gen_kubelet_config "$v"
+    run gen_kubelet_config "$v" "$NODE_IP"
     [ "$status" -eq 0 ]
     [[ $output != *featureGates* && $output != *PodsAPI* && $output != *PodInfoAPI* ]]
   done
   # 1.36: alpha and off by default, so Podmin turns it on.
-  run gen_kubelet_config 1.36.3
+  run gen_kubelet_config 1.36.3 "$NODE_IP"
   [[ $output == *$'featureGates:\n  PodsAPI: true'* ]]
   # 1.37 and later: beta and on by default; nothing to write.
   for v in 1.37.2 1.38.0 2.0.0; do
-    run gen_kubelet_config "$v"
+    run gen_kubelet_config "$v" "$NODE_IP"
     [[ $output != *featureGates* ]]
   done
 }
 
 @test "kubelet config refuses a version it cannot derive gates for" {
-  run gen_kubelet_config latest
+  run gen_kubelet_config latest "$NODE_IP"
   [ "$status" -ne 0 ]
-  run gen_kubelet_config 1.29.9
+  run gen_kubelet_config 1.29.9 "$NODE_IP"
   [ "$status" -ne 0 ]
+}
+
+@test "kubelet config: Pods resolve through the node's CoreDNS (clusterDNS, clusterDomain)" {
+  gen_kubelet_config 1.37.2 "$NODE_IP" >"$BATS_TEST_TMPDIR/k.yaml"
+  # (vmconfig_test.ts parses the same output with a YAML parser.)
+  grep -qx 'clusterDNS:' "$BATS_TEST_TMPDIR/k.yaml"
+  grep -qx -- "  - $NODE_IP" "$BATS_TEST_TMPDIR/k.yaml"
+  grep -qx 'clusterDomain: cluster.local' "$BATS_TEST_TMPDIR/k.yaml"
+  for bad in '' 'fd00::1 fd00::2' 'x; rm -rf /' 2600:1f18::/64; do
+    run gen_kubelet_config 1.37.2 "$bad"
+    [ "$status" -ne 0 ] || { echo "accepted: [$bad]"; false; }
+    [[ $output == *"invalid cluster DNS address"* ]]
+  done
 }
 
 @test "CNI conflist: ptp + host-local over the delegated prefix, accepted by the real plugins" {
@@ -208,6 +223,16 @@ fb_conf() {
   [ "$(fb_conf "$BATS_TEST_TMPDIR/b.conf" OUTPUT port)" = 4318 ]
   [ -z "$(fb_conf "$BATS_TEST_TMPDIR/b.conf" OUTPUT tls)" ]
   [ -z "$(fb_conf "$BATS_TEST_TMPDIR/b.conf" OUTPUT tls.crt_file)" ]
+}
+
+@test "the node's Corefile: bound to the node's IPv6 on port 53, every upstream resolver listed" {
+  gen_corefile "$NODE_IP" "$DNS_PORT" "$DNS_ZONE_DIR/$CLUSTER_DOMAIN.db" "$CLUSTER_DOMAIN" \
+    "fd00:ec2::253 10.0.0.2" >"$BATS_TEST_TMPDIR/Corefile"
+  [ "$(grep -c "^    bind $NODE_IP\$" "$BATS_TEST_TMPDIR/Corefile")" = 2 ]
+  grep -qx 'cluster.local:53 {' "$BATS_TEST_TMPDIR/Corefile"
+  grep -qx '.:53 {' "$BATS_TEST_TMPDIR/Corefile"
+  grep -qx '    file /run/podmin/dns/cluster.local.db {' "$BATS_TEST_TMPDIR/Corefile"
+  grep -qx '    forward . fd00:ec2::253 10.0.0.2' "$BATS_TEST_TMPDIR/Corefile"
 }
 
 @test "the Corefile serves the agent's zone and forwards the rest" {

@@ -112,6 +112,46 @@ good_jool() {
   [ ! -e "$PODMIN_ROOT/opt/podmin/bin" ]
 }
 
+# node_list: a node kind dependency list of stand-in programs (CoreDNS as its release tarball).
+node_list() {
+  local b
+  for b in containerd containerd-shim-runc-v2 ctr ptp host-local loopback crictl coredns; do
+    mkdir -p "$work/files/bin"
+    printf '#!/bin/sh\necho %s\n' "$b" >"$work/files/bin/$b"
+  done
+  tar -czf "$work/containerd.tgz" -C "$work/files" bin/containerd bin/containerd-shim-runc-v2 bin/ctr
+  tar -czf "$work/cni.tgz" -C "$work/files/bin" ptp host-local loopback
+  tar -czf "$work/crictl.tgz" -C "$work/files/bin" crictl
+  for b in runc kubelet podmin-agent; do printf '#!/bin/sh\n' >"$work/files/$b"; done
+  dep vmconfig "$work/vmconfig.tgz"
+  dep containerd "$work/containerd.tgz"
+  dep cni-plugins "$work/cni.tgz"
+  dep crictl "$work/crictl.tgz"
+  for b in runc kubelet podmin-agent; do dep "$b" "$work/files/$b"; done
+}
+
+@test "install.sh on a node: CoreDNS is required and installed from its release tarball" {
+  node_list >"$work/list"
+  run "$work/vmc/bin/install.sh" --kind node --deps-list "$work/list"
+  [ "$status" -ne 0 ]
+  [[ $output == *"missing dependency: coredns"* ]]
+  # A tarball without the coredns program is refused before anything is installed.
+  tar -czf "$work/coredns.tgz" -C "$work/files/bin" crictl
+  { node_list; dep coredns "$work/coredns.tgz"; } >"$work/list"
+  run "$work/vmc/bin/install.sh" --kind node --deps-list "$work/list"
+  [ "$status" -ne 0 ]
+  [[ $output == *"coredns 1.0.0: archive lacks coredns"* ]]
+  [ ! -e "$PODMIN_ROOT/opt/podmin/bin" ]
+  tar -czf "$work/coredns.tgz" -C "$work/files/bin" coredns
+  { node_list; dep coredns "$work/coredns.tgz"; } >"$work/list"
+  run "$work/vmc/bin/install.sh" --kind node --deps-list "$work/list"
+  [ "$status" -eq 0 ]
+  [ "$(stat -c '%u:%g %a' "$PODMIN_ROOT/usr/local/bin/coredns")" = "0:0 755" ]
+  [ "$("$PODMIN_ROOT/usr/local/bin/coredns")" = coredns ]
+  [ "$(stat -c '%a' "$PODMIN_ROOT/etc/systemd/system/podmin-coredns.service")" = 644 ]
+  grep -qx 'coredns 1.0.0 [0-9a-f]*' "$PODMIN_ROOT/opt/podmin/etc/dependencies.list"
+}
+
 @test "install.sh refuses to install through a symlinked destination directory" {
   good_jool
   tar -czf "$work/jool.tgz" -C "$work/jool" bin modules

@@ -27,6 +27,7 @@ async function renderedSamples(dir: string): Promise<string[]> {
     "cni-plugins",
     "crictl",
     "kubelet",
+    "coredns",
     "podmin-agent",
   ]
     .map((n) => dependency(n, "1.0.0", bytes(n)));

@@ -161,6 +161,26 @@ write_mutable() { put /opt/podmin/etc/mutable.env "$1"; }
   [ "${got[AGENT_INTERVAL]}" = 5s ]
 }
 
+@test "env files: DNS_UPSTREAMS defaults to the VPC resolver; a list of IPv6/IPv4 addresses only" {
+  write_mutable 'KUBE_LOG_LEVEL=3\n'
+  declare -A got=()
+  env_read /opt/podmin/etc/mutable.env schema_mutable node got
+  env_defaults schema_mutable node got
+  [ "${got[DNS_UPSTREAMS]}" = fd00:ec2::253 ]
+  write_mutable 'DNS_UPSTREAMS=fd00:ec2::253,10.0.0.2\n'
+  declare -A two=()
+  env_read /opt/podmin/etc/mutable.env schema_mutable node two
+  [ "${two[DNS_UPSTREAMS]}" = fd00:ec2::253,10.0.0.2 ]
+  for v in resolver.example 'fd00:ec2::253 10.0.0.2' 'fd00:ec2::253,' '[fd00:ec2::253]:53' \
+    fd00:ec2::253/128 /etc/resolv.conf; do
+    write_mutable "DNS_UPSTREAMS=$v\n"
+    declare -A bad=()
+    run env_read /opt/podmin/etc/mutable.env schema_mutable node bad
+    [ "$status" -ne 0 ] || { echo "accepted: [$v]"; false; }
+    [[ $output == *"invalid value for DNS_UPSTREAMS"* ]]
+  done
+}
+
 @test "env files: a last line without newline is read" {
   write_mutable 'KUBE_LOG_LEVEL=3'
   declare -A got=()

@@ -143,7 +143,7 @@ configure() {
     version_at_least "$kubelet_version" 1 30 || die "unsupported kubelet $kubelet_version"
     version_at_least "$containerd_version" 1 6 || die "unsupported containerd $containerd_version"
     gid=$(id_of group "$PODMIN_GROUP") || die "group $PODMIN_GROUP is missing"
-    services=(podmin-pod-network containerd kubelet podmin-agent)
+    services=(podmin-pod-network containerd kubelet podmin-agent podmin-coredns)
 
     env_file podmin-pod-network "NODE_INTERFACE=${cfg[DETECTED_NODE_INTERFACE]}" \
       "POD_INTERFACE=${cfg[DETECTED_POD_INTERFACE]}" "POD_PREFIX=${cfg[DETECTED_POD_PREFIX]}" \
@@ -167,6 +167,8 @@ configure() {
       "PODMIN_MANIFEST_DIR=$PODMIN_MANIFEST_DIR" "AGENT_INTERVAL=${cfg[AGENT_INTERVAL]}" \
       "AGENT_SECRETS_INTERVAL=${cfg[AGENT_SECRETS_INTERVAL]}" \
       "PODMIN_NODE_ID=${cfg[DETECTED_INSTANCE_ID]}" \
+      "PODMIN_NODE_ADDRESS=${cfg[DETECTED_NODE_IPV6]}" "PODMIN_DNS_DIR=$DNS_ZONE_DIR" \
+      "PODMIN_MESH_LISTEN=[::]:$MESH_PORT" \
       "PODMIN_AGENT_CA_ARGS=${cfg[WORKLOAD_CA_PUBLISH]:+--workload-ca-publish=${cfg[WORKLOAD_CA_PUBLISH]}}" \
       "PODMIN_AGENT_TELEMETRY_ARGS=$telemetry_args" \
       "PODMIN_REGISTRY_HOSTNAME=${cfg[REGISTRY_HOSTNAME]}" \
@@ -179,7 +181,10 @@ configure() {
     # containerd reads hosts.toml on every pull: no restart needed.
     emit - "/etc/containerd/certs.d/${cfg[REGISTRY_HOSTNAME]}/hosts.toml" root root 0644 < <(gen_hosts_toml "${cfg[REGISTRY_HOSTNAME]}" "${cfg[LOCAL_REGISTRY_HOST]}" "${cfg[LOCAL_REGISTRY_PORT]}")
     emit - /etc/crictl.yaml root root 0644 < <(gen_crictl_yaml)
-    emit kubelet "$KUBELET_CONFIG" root root 0644 < <(gen_kubelet_config "$kubelet_version")
+    emit kubelet "$KUBELET_CONFIG" root root 0644 < <(gen_kubelet_config "$kubelet_version" "${cfg[DETECTED_NODE_IPV6]}")
+    # Service DNS: CoreDNS on the node's address serves the agent's zone and forwards the rest.
+    ensure_dir "${COREFILE%/*}" root root 0755
+    emit podmin-coredns "$COREFILE" root root 0644 < <(gen_corefile "${cfg[DETECTED_NODE_IPV6]}" "$DNS_PORT" "$DNS_ZONE_DIR/$CLUSTER_DOMAIN.db" "$CLUSTER_DOMAIN" "${cfg[DNS_UPSTREAMS]//,/ }")
     # The CNI configuration is read for every Pod sandbox: no restart needed.
     emit - "$CNI_CONFLIST" root root 0644 < <(gen_cni_conflist "${cfg[DETECTED_POD_PREFIX]}")
     if [[ -n $otlp ]]; then

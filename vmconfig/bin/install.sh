@@ -41,7 +41,7 @@ check_root_prefix
 declare -A required=() optional=([amazon-ssm-agent]=1)
 case $kind in
 node)
-  for n in vmconfig containerd runc cni-plugins crictl kubelet; do required[$n]=1; done
+  for n in vmconfig containerd runc cni-plugins crictl kubelet coredns; do required[$n]=1; done
   for n in podmin-agent deno podmin-agent-bundle; do optional[$n]=1; done
   ;;
 nat)
@@ -114,7 +114,7 @@ member() {
 
 # --- 1. unpack and check everything ------------------------------------------------------------
 declare -A formats=([containerd]=tgz [runc]=raw [cni-plugins]=tgz [crictl]=tgz [kubelet]=raw
-  [podmin-agent]=raw [deno]=raw [podmin-agent-bundle]=raw [amazon-ssm-agent]=deb [jool]=tgz [vmconfig]=tgz)
+  [coredns]=tgz [podmin-agent]=raw [deno]=raw [podmin-agent-bundle]=raw [amazon-ssm-agent]=deb [jool]=tgz [vmconfig]=tgz)
 for n in "${!dep_file[@]}"; do unpack "$n" "${formats[$n]}"; done
 
 declare -a plan=() # "SRC DEST MODE" entries, all checked before anything is installed
@@ -126,6 +126,7 @@ node)
   for b in ptp host-local loopback; do add cni-plugins "$b" "/opt/cni/bin/$b" 0755; done
   add crictl crictl /usr/local/bin/crictl 0755
   add kubelet kubelet /usr/local/bin/kubelet 0755
+  add coredns coredns /usr/local/bin/coredns 0755
   if [[ $agent_runtime == true ]]; then
     log "podmin-agent: runtime-plus-bundle (deno ${dep_version[deno]}, bundle ${dep_version[podmin-agent-bundle]})"
     add deno deno /usr/local/lib/podmin/deno 0755
@@ -174,7 +175,7 @@ source_dir=$scratch/vmconfig
 for f in "$source_dir"/bin/*.sh; do plan+=("$f|$PODMIN_HOME/bin/${f##*/}|0755"); done
 for f in "$source_dir"/lib/*.sh; do plan+=("$f|$PODMIN_HOME/lib/${f##*/}|0644"); done
 case $kind in
-node) units=(containerd kubelet podmin-agent podmin-pod-network podmin-fluent-bit) ;;
+node) units=(containerd kubelet podmin-agent podmin-coredns podmin-pod-network podmin-fluent-bit) ;;
 nat) units=(podmin-nat) ;;
 esac
 [[ -n ${dep_file[amazon-ssm-agent]:-} ]] && units+=(amazon-ssm-agent)
@@ -223,6 +224,7 @@ if [[ $kind == node ]]; then
   ensure_dir /etc/containerd root root 0755
   ensure_dir /etc/containerd/certs.d root root 0755
   ensure_dir /etc/podmin/kubelet root root 0755
+  ensure_dir /etc/podmin/coredns root root 0755
   ensure_dir "$PODMIN_MANIFEST_DIR" root "$PODMIN_GROUP" 0750
   ensure_dir /var/lib/kubelet root root 0700
 else

@@ -209,6 +209,7 @@ check_type() {
   # An EC2 subnet: /16 to /28.
   ipv4_subnet) is_ipv4_cidr "$v" 16 28 ;;
   ipv6) is_ipv6 "$v" ;;
+  ip) is_ipv6 "$v" || is_ipv4 "$v" ;;
   ipv6_cidr) is_ipv6_cidr "$v" ;;
   ipv6_cidr96) is_ipv6_cidr "$v" 96 96 ;;
   ipv6_prefix) is_ipv6_cidr "$v" 48 124 ;;
@@ -313,6 +314,7 @@ AGENT_INTERVAL duration optional 2s
 AGENT_SECRETS_INTERVAL duration optional 60s
 LOCAL_REGISTRY_HOST loopback_ip optional 127.0.0.1
 LOCAL_REGISTRY_PORT uint:1:65535 optional 5000
+DNS_UPSTREAMS list:ip optional fd00:ec2::253
 S
     ;;
   nat)
