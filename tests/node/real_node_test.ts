@@ -11,14 +11,13 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { writePauseImageLayout } from "../../cli/local/pause_image.ts";
 import { readHostFacts } from "../../cli/local/host_overrides.ts";
 import { localDown, localUp, readState } from "../../cli/local/local_node.ts";
 import { resolveBinaries } from "../../cli/local/node_binaries.ts";
 import { hasLoopbackAddress, localDnsAddress } from "../../cli/local/node_dns.ts";
 import { isRunning } from "../../cli/local/node_processes.ts";
 import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
-import { writeOciLayout } from "../support/oci_image.ts";
+import { mirrorPauseImage, pushStaticProgram } from "../support/node_images.ts";
 import { freePort, moto, putParameter, putSecret } from "../support/moto.ts";
 import { podmin, waitFor } from "../support/programs.ts";
 import { startDistributionRegistry } from "../support/registry.ts";
@@ -215,44 +214,8 @@ ${d.command ? `          command: ${JSON.stringify(d.command)}\n` : ""}`,
 
     try {
       await t.step("images: a pause image mirrored from a registry, the app pushed", async () => {
-        const pause = await writePauseImageLayout({
-          dir: path.join(work, "pause"),
-          tag: "3.10",
-          arches: ["amd64", "arm64"],
-        });
-        await must("skopeo", [
-          "copy",
-          "--all",
-          "--dest-tls-verify=false",
-          `oci:${pause}:3.10`,
-          `docker://127.0.0.1:${upstream.port}/pause:3.10`,
-        ]);
-        const mirrored = await podmin(
-          ["--bucket", bucket, "mirror", "--plain-http", `127.0.0.1:${upstream.port}/pause:3.10`],
-          env,
-        );
-        assert.equal(mirrored.code, 0, mirrored.stderr);
-        await Deno.writeTextFile(path.join(work, "hello.c"), APP_C);
-        await must("gcc", [
-          "-static",
-          "-Os",
-          "-o",
-          path.join(work, "hello"),
-          path.join(work, "hello.c"),
-        ]);
-        await writeOciLayout({
-          dir: path.join(work, "app"),
-          ref: "1.0",
-          platforms: [{
-            arch: "amd64",
-            files: { hello: await Deno.readFile(path.join(work, "hello")) },
-          }],
-        });
-        const pushed = await podmin(
-          ["--bucket", bucket, "push", `oci:${path.join(work, "app")}:1.0`, "apps/hello:1.0"],
-          env,
-        );
-        assert.equal(pushed.code, 0, pushed.stderr);
+        await mirrorPauseImage({ work, bucket, env, upstreamPort: upstream.port });
+        await pushStaticProgram({ work, bucket, env, name: "hello", source: APP_C });
       });
 
       await t.step("local up: generated files, printed overrides, four daemons", async () => {
