@@ -6,6 +6,7 @@ import { dataplaneCommands } from "./dataplane/command.ts";
 import { discoveryCommands } from "./discovery/pods_command.ts";
 import { registryCommands } from "./registry_command.ts";
 import { runCommands } from "./run_command.ts";
+import { statusCommands } from "./status_command.ts";
 
 const version: Command = {
   name: "version",
@@ -25,6 +26,7 @@ export function programOf(): Program {
     description: "podmin-agent: converges this VM to the desired state in the cluster bucket.",
     commands: [
       ...runCommands,
+      ...statusCommands,
       ...registryCommands,
       ...dataplaneCommands,
       ...discoveryCommands,

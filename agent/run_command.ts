@@ -1,23 +1,20 @@
 /** `podmin-agent run` and `podmin-agent status`. */
 
-import { bucketUrl, type Command, type CommandContext, stringFlag } from "../core/cli_kit.ts";
+import { bucketUrl, type Command, type CommandContext } from "../core/cli_kit.ts";
 import { createLogger, type Logger } from "../core/log.ts";
 import type { ObjectStore } from "../core/object_store.ts";
 import { openStore } from "../core/store_url.ts";
 import { DeploymentsLoop } from "./deployments/deployments_loop.ts";
 import { SecretsSync } from "./secrets/secrets_sync.ts";
 import { Loop } from "./loop.ts";
-import { type AgentStatus, readStatus, writeStatus } from "./deployments/status.ts";
+import { type AgentStatus, writeStatus } from "./deployments/status.ts";
 import { AwsValueProvider } from "./secrets/value_provider.ts";
 import { PodCertificates } from "./identity/pod_certificates.ts";
 import { NodeRecordWriter } from "./node_record_writer.ts";
 import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
 import { IndexNotifier } from "./mesh/index_notifier.ts";
-import { etagPoller, indexPoller } from "./mesh/index_poller.ts";
+import { clusterAnnouncers } from "./mesh/index_poller.ts";
 import type { AnnouncedObject } from "../core/endpoint_snapshot.ts";
-import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../core/bucket_layout.ts";
-import { LIMITS } from "../core/limits.ts";
-import { WORKLOAD_CA_STATE_MAX_BYTES } from "../core/workload_ca_state.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
 import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
@@ -254,26 +251,10 @@ Example:
         podsApiSocket: f.podsApiSocket,
         services,
         servicesIntervalMs: intervalMs,
-        // The cluster's idle GETs (spec §7.9): the index every interval, the services index
-        // every second interval, the CA state as often as agents re-read it without the mesh.
-        announce: {
-          index: { poll: indexPoller(store) },
-          services: {
-            poll: etagPoller(store, { key: SERVICE_INDEX, maxBytes: LIMITS.indexBytes }),
-            everyMs: 2 * intervalMs,
-          },
-          ...(caKey
-            ? {
-              caState: {
-                poll: etagPoller(store, {
-                  key: WORKLOAD_CA_STATE,
-                  maxBytes: WORKLOAD_CA_STATE_MAX_BYTES,
-                }),
-                everyMs: CA_STATE_REFRESH_MS,
-              },
-            }
-            : {}),
-        },
+        announce: clusterAnnouncers(store, {
+          intervalMs,
+          caStateMs: caKey ? CA_STATE_REFRESH_MS : undefined,
+        }),
         pollMs: intervalMs,
         onLocalChange: () => recordLoop.hint(),
         onPodsEvent: () => dataplane?.hint(),
@@ -447,42 +428,5 @@ function stopSignal(): Promise<void> {
   });
 }
 
-const status: Command = {
-  name: "status",
-  summary: "print the agent's last pass: desired vs written Pods, last sync, errors",
-  help: `Usage: podmin-agent status [--state-dir DIR] [-o text|json]
-
-Reads the status the running agent writes after every pass.`,
-  options: {
-    "state-dir": { type: "string", default: DEFAULTS.stateDir },
-    output: { type: "string", short: "o", default: "text" },
-  },
-  async run(ctx) {
-    const dir = stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir;
-    const s = await readStatus(dir);
-    if (!s) {
-      ctx.err(`no status in ${dir}: the agent has not completed a pass`);
-      return 1;
-    }
-    if (ctx.values.output === "json") {
-      ctx.out(JSON.stringify(s, null, 2));
-      return s.converged ? 0 : 1;
-    }
-    ctx.out(`NodeGroup:   ${s.nodeGroup}`);
-    ctx.out(`Bucket:      ${s.bucket}`);
-    ctx.out(`Converged:   ${s.converged ? "yes" : "no"}`);
-    ctx.out(`Last sync:   ${s.lastSync ?? "never"} (index generation ${s.indexGeneration ?? "-"})`);
-    ctx.out(`Last pass:   ${s.lastAttempt}`);
-    ctx.out(`Desired:     ${s.desired.join(", ") || "(none)"}`);
-    ctx.out(`Written:     ${s.written.join(", ") || "(none)"}`);
-    for (const p of s.pending) ctx.out(`Pending:     ${p.deployment}: ${p.reason}`);
-    for (const c of s.certificates ?? []) {
-      ctx.out(`Certificate: ${c.deployment}: expires ${c.notAfter}, renews ${c.renewAt}`);
-    }
-    for (const e of s.errors) ctx.out(`Error:       ${e}`);
-    return s.converged ? 0 : 1;
-  },
-};
-
-/** The agent's run and status commands. */
-export const runCommands: Command[] = [run, status];
+/** The agent's run command. */
+export const runCommands: Command[] = [run];

@@ -9,6 +9,10 @@ import { pollDeploymentIndex } from "../../core/deployment_index.ts";
 import type { IndexAnnouncement } from "../../core/endpoint_snapshot.ts";
 import { NotFoundError } from "../../core/errors.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
+import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
+import { LIMITS } from "../../core/limits.ts";
+import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/workload_ca_state.ts";
+import type { Announcers } from "./coordinator.ts";
 
 /** A poller of `deployments/index.json` (with its generation); store errors are thrown. */
 export function indexPoller(store: ObjectStore): () => Promise<IndexAnnouncement> {
@@ -45,5 +49,34 @@ export function etagPoller(
       etag = undefined;
     }
     return { etag: etag ?? "" };
+  };
+}
+
+/**
+ * What a coordinator announces and how often (spec §7.9, the cluster's idle GETs): the deployments
+ * index every agent interval, the services index every second interval, the CA state (when the
+ * agent keeps Pod certificates) as often as agents re-read it without the mesh.
+ */
+export function clusterAnnouncers(
+  store: ObjectStore,
+  options: { intervalMs: number; caStateMs?: number },
+): Announcers {
+  return {
+    index: { poll: indexPoller(store) },
+    services: {
+      poll: etagPoller(store, { key: SERVICE_INDEX, maxBytes: LIMITS.indexBytes }),
+      everyMs: 2 * options.intervalMs,
+    },
+    ...(options.caStateMs !== undefined
+      ? {
+        caState: {
+          poll: etagPoller(store, {
+            key: WORKLOAD_CA_STATE,
+            maxBytes: WORKLOAD_CA_STATE_MAX_BYTES,
+          }),
+          everyMs: options.caStateMs,
+        },
+      }
+      : {}),
   };
 }

@@ -1,0 +1,45 @@
+/** `podmin-agent status`: the running agent's last pass, from its state directory. */
+
+import { type Command, stringFlag } from "../core/cli_kit.ts";
+import { readStatus } from "./deployments/status.ts";
+import { DEFAULTS } from "./run_flags.ts";
+
+const status: Command = {
+  name: "status",
+  summary: "print the agent's last pass: desired vs written Pods, last sync, errors",
+  help: `Usage: podmin-agent status [--state-dir DIR] [-o text|json]
+
+Reads the status the running agent writes after every pass.`,
+  options: {
+    "state-dir": { type: "string", default: DEFAULTS.stateDir },
+    output: { type: "string", short: "o", default: "text" },
+  },
+  async run(ctx) {
+    const dir = stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir;
+    const s = await readStatus(dir);
+    if (!s) {
+      ctx.err(`no status in ${dir}: the agent has not completed a pass`);
+      return 1;
+    }
+    if (ctx.values.output === "json") {
+      ctx.out(JSON.stringify(s, null, 2));
+      return s.converged ? 0 : 1;
+    }
+    ctx.out(`NodeGroup:   ${s.nodeGroup}`);
+    ctx.out(`Bucket:      ${s.bucket}`);
+    ctx.out(`Converged:   ${s.converged ? "yes" : "no"}`);
+    ctx.out(`Last sync:   ${s.lastSync ?? "never"} (index generation ${s.indexGeneration ?? "-"})`);
+    ctx.out(`Last pass:   ${s.lastAttempt}`);
+    ctx.out(`Desired:     ${s.desired.join(", ") || "(none)"}`);
+    ctx.out(`Written:     ${s.written.join(", ") || "(none)"}`);
+    for (const p of s.pending) ctx.out(`Pending:     ${p.deployment}: ${p.reason}`);
+    for (const c of s.certificates ?? []) {
+      ctx.out(`Certificate: ${c.deployment}: expires ${c.notAfter}, renews ${c.renewAt}`);
+    }
+    for (const e of s.errors) ctx.out(`Error:       ${e}`);
+    return s.converged ? 0 : 1;
+  },
+};
+
+/** The agent's status command. */
+export const statusCommands: Command[] = [status];
