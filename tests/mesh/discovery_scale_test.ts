@@ -49,9 +49,12 @@ async function poll<T>(what: string, f: () => Promise<T | undefined>, timeoutMs 
 /** Collects a child's stderr (the agent's log) so its pipe never fills; the tail explains failures. */
 function drain(stream: ReadableStream<Uint8Array>): { tail(): string; done: Promise<void> } {
   let text = "";
-  const done = stream.pipeThrough(new TextDecoderStream()).pipeTo(
-    new WritableStream({ write: (chunk) => void (text = (text + chunk).slice(-8_000)) }),
-  ).catch(() => {});
+  const decoder = new TextDecoder();
+  const done = (async () => {
+    for await (const chunk of stream) {
+      text = (text + decoder.decode(chunk, { stream: true })).slice(-8_000);
+    }
+  })().catch(() => {});
   return { tail: () => text, done };
 }
 
