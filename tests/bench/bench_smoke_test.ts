@@ -8,10 +8,18 @@ import * as path from "node:path";
 import { testWith } from "../support/requirements.ts";
 import { expectedKeys } from "./run_all.ts";
 
+const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
+const COREDNS = path.join(BIN, "node", "coredns-v1.15.0", "coredns");
+
 testWith(
   "bench --smoke: every benchmark reports every figure, ratio and verdict as a number",
-  // The dataplane benchmark needs root; the registry one compares with distribution and curl.
-  { root: true, tools: ["distribution-registry", "curl", "openssl"] },
+  // The dataplane benchmark needs root; the registry one compares with distribution and curl; the
+  // mesh one serves its zone through a real CoreDNS.
+  {
+    root: true,
+    tools: ["distribution-registry", "curl", "openssl"],
+    files: [new URL(`file://${COREDNS}`)],
+  },
   async () => {
     const dir = await Deno.makeTempDir({ prefix: "podmin-bench-smoke-" });
     try {

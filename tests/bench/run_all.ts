@@ -38,6 +38,7 @@ export const BENCHES: Bench[] = [
     smokeArgs: ["--seconds", "0.2", "--rounds", "1"],
     root: true,
   },
+  { name: "mesh", script: "mesh_bench.ts" },
 ];
 
 /**
@@ -208,6 +209,65 @@ export const ROWS: Row[] = [
     unit: "ns",
     better: "lower",
     goal: 0.8,
+  },
+  {
+    key: "mesh_pod_ready_p50",
+    label: "Pod Ready → 50 agents' snapshots p50 (peer: all polling)",
+    figure: "mesh_pod_ready_p50_ms",
+    peer: "mesh_poll_baseline_p50_ms",
+    unit: "ms",
+    better: "lower",
+  },
+  {
+    key: "mesh_pod_ready_p99",
+    label: "Pod Ready → 50 agents' snapshots p99 (peer: all polling)",
+    figure: "mesh_pod_ready_p99_ms",
+    peer: "mesh_poll_baseline_p99_ms",
+    unit: "ms",
+    better: "lower",
+    absolute: { max: 1000 },
+  },
+  {
+    key: "mesh_pod_ready_vs_bucket_get",
+    label: "Pod Ready → 50 snapshots p50 vs one conditional GET",
+    figure: "mesh_pod_ready_p50_ms",
+    peer: "mesh_moto_get_p50_ms",
+    unit: "ms",
+    better: "lower",
+  },
+  {
+    key: "mesh_snapshots_per_change",
+    label: "snapshot messages per change (peer: agents)",
+    figure: "mesh_snapshots_per_change",
+    peer: "mesh_agents",
+    unit: "messages",
+    better: "lower",
+    goal: 1,
+  },
+  {
+    key: "mesh_new_service_snapshot_p99",
+    label: "new Service + Pod Ready → 50 snapshots p99 (peer: poll)",
+    figure: "mesh_new_service_snapshot_p99_ms",
+    peer: "mesh_services_poll_interval_ms",
+    unit: "ms",
+    better: "lower",
+  },
+  {
+    key: "mesh_new_service_dns_p50",
+    label: "new Service → CoreDNS answers p50 (peer: poll + reload)",
+    figure: "mesh_new_service_dns_p50_ms",
+    peer: "mesh_dns_poll_plus_reload_ms",
+    unit: "ms",
+    better: "lower",
+  },
+  {
+    key: "mesh_new_service_dns_p99",
+    label: "new Service → CoreDNS answers p99 (peer: poll + reload)",
+    figure: "mesh_new_service_dns_p99_ms",
+    peer: "mesh_dns_poll_plus_reload_ms",
+    unit: "ms",
+    better: "lower",
+    absolute: { max: 1000 },
   },
 ];
 
