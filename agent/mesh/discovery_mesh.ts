@@ -107,6 +107,8 @@ export class DiscoveryMesh {
       this.#update();
     };
     this.#timer = setInterval(() => void refresh(), this.#o.servicesIntervalMs);
+    // A refresh by anyone (an announcement of a new services index) updates the report at once.
+    this.#o.services.onChange(() => this.#update());
     await refresh();
   }
 

@@ -1,15 +1,19 @@
 /**
  * A cluster of agents in one process for the scale test and the mesh benchmark: each agent is the
  * product's `DiscoveryMesh` (agent/mesh/discovery_mesh.ts) with its own simulated kubelet Pods API
- * socket (tests/support/pods_api_server.ts) and its own `ServicesView`, all on one bucket. Every
- * snapshot an agent receives is recorded with its arrival time, and waits are woken by snapshots
- * (no sleeps).
+ * socket (tests/support/pods_api_server.ts) and its own `ServicesView`, all on one bucket, wired as
+ * `podmin-agent run` wires them: the coordinator announces the objects of `clusterAnnouncers` and
+ * each agent's `ServicesView` reads the services index only when an announcement says it changed
+ * (an `IndexNotifier` gate), at once. Every snapshot an agent receives is recorded with its arrival
+ * time, and waits are woken by snapshots (no sleeps).
  */
 
 import * as path from "node:path";
 import { DiscoveryMesh } from "../../agent/mesh/discovery_mesh.ts";
 import { type ClusterCa, parseClusterCa } from "../../agent/mesh/node_tls.ts";
 import { ServicesView } from "../../agent/services_view.ts";
+import { IndexNotifier } from "../../agent/mesh/index_notifier.ts";
+import { clusterAnnouncers } from "../../agent/mesh/index_poller.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
 import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
@@ -77,6 +81,10 @@ export interface ClusterAgent {
   arrivedAt?: number;
   /** Snapshots received (each newer than the last). */
   received: number;
+  /** The agent's Services (the DNS zone's and the dataplane's input). */
+  services: ServicesView;
+  /** When a snapshot announcing a new services index arrived (performance.now()). */
+  servicesAnnouncedAt?: number;
 }
 
 /** Options of `DiscoveryCluster.start`. */
@@ -107,7 +115,15 @@ export class DiscoveryCluster {
       const id = nodeId(index);
       // deno-lint-ignore prefer-const
       let agent: ClusterAgent;
-      const mesh = new DiscoveryMesh({
+      // deno-lint-ignore prefer-const
+      let mesh: DiscoveryMesh;
+      const notifier = new IndexNotifier({ object: "services", connected: () => mesh.connected() });
+      const services = new ServicesView({
+        store: o.store,
+        intervalMs: o.servicesIntervalMs,
+        gate: (held) => notifier.shouldRead(held),
+      });
+      mesh = new DiscoveryMesh({
         store: o.store,
         cluster: "test",
         nodeGroup: "workers",
@@ -116,9 +132,15 @@ export class DiscoveryCluster {
         listen: "127.0.0.1:0",
         advertiseHost: "127.0.0.1",
         podsApiSocket: pods.socket,
-        services: new ServicesView({ store: o.store, intervalMs: 0 }),
+        services,
         servicesIntervalMs: o.servicesIntervalMs,
+        announce: clusterAnnouncers(o.store, { intervalMs: o.servicesIntervalMs }),
+        pollMs: o.servicesIntervalMs,
         onSnapshot: (s) => {
+          if (notifier.onSnapshot(s, services.etag)) {
+            agent.servicesAnnouncedAt = performance.now();
+            void services.refresh(Date.now());
+          }
           agent.snapshot = s;
           agent.arrivedAt = performance.now();
           agent.received++;
@@ -127,7 +149,7 @@ export class DiscoveryCluster {
         stateDir: path.join(o.dir, id),
         log: silentLogger,
       });
-      agent = { index, id, pods, mesh, received: 0 };
+      agent = { index, id, pods, mesh, received: 0, services };
       c.agents.push(agent);
     }
     await Promise.all(c.agents.map((a) => a.mesh.start()));

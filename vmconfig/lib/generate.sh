@@ -184,7 +184,7 @@ EOT
 }
 
 # gen_corefile LISTEN PORT ZONE_FILE DOMAIN UPSTREAM: CoreDNS for Pods. The cluster zone is the
-# file the agent writes atomically (reloaded when its SOA serial changes, checked every second;
+# file the agent writes atomically (reloaded when its SOA serial changes, checked every 250 ms;
 # until the agent's first write CoreDNS logs the missing file and retries); every other name goes
 # to UPSTREAM (space-separated resolver addresses — on AWS the VPC resolver fd00:ec2::253, which
 # does DNS64 when NAT64 is on — or a resolv.conf path). Names are answered only on LISTEN.
@@ -194,7 +194,7 @@ gen_corefile() {
 $4:$2 {
     bind $1
     file $3 {
-        reload 1s
+        reload 250ms
     }
     errors
 }
