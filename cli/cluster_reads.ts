@@ -14,6 +14,7 @@ import {
   PREFIXES,
 } from "../core/bucket_layout.ts";
 import { bucketUrl, type CommandContext } from "../core/cli_kit.ts";
+import { parseStoreUrl, storeAt } from "../core/bucket_url.ts";
 import { readDeploymentIndex } from "../core/deployment_index.ts";
 import { isDigest, sha256Hex } from "../core/digest.ts";
 import { NotFoundError, UsageError } from "../core/errors.ts";
@@ -21,7 +22,6 @@ import { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
 import type { Deployment, Resource, Service } from "../core/resources.ts";
 import { readServiceIndex } from "../core/service_index.ts";
 import { readSpec } from "../core/spec_objects.ts";
-import { openStore } from "../core/store_url.ts";
 import { getIfExists, type ObjectStore } from "../core/object_store.ts";
 import {
   isStale,
@@ -39,10 +39,15 @@ export const KIND_WORDS: Record<Kind, string[]> = {
   Service: ["services", "service", "svc"],
 };
 
-/** The store named by --bucket / $PODMIN_BUCKET, in --region. */
-export function storeOf(ctx: CommandContext): ObjectStore {
+/**
+ * The store named by --bucket / $PODMIN_BUCKET, in --region. The S3 SDK is imported for an s3://
+ * bucket only: a command on a filesystem bucket never loads it.
+ */
+export async function storeOf(ctx: CommandContext): Promise<ObjectStore> {
   const region = typeof ctx.values.region === "string" ? ctx.values.region : undefined;
-  return openStore(bucketUrl(ctx), { region });
+  const at = parseStoreUrl(bucketUrl(ctx));
+  const s3Store = at.scheme === "s3" ? (await import("../core/s3_store.ts")).S3Store : undefined;
+  return storeAt(at, { region, s3Store });
 }
 
 /** Parses a kind word (`deployments`, `svc`, …); a usage error names the accepted ones. */
