@@ -14,6 +14,7 @@ import {
   PREFIXES,
 } from "../core/bucket_layout.ts";
 import { bucketUrl, type CommandContext } from "../core/cli_kit.ts";
+import { parseStoreUrl, storeAt } from "../core/bucket_url.ts";
 import { readDeploymentIndex } from "../core/deployment_index.ts";
 import { isDigest, sha256Hex } from "../core/digest.ts";
 import { NotFoundError, UsageError } from "../core/errors.ts";
@@ -21,7 +22,6 @@ import { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
 import type { Deployment, Resource, Service } from "../core/resources.ts";
 import { readServiceIndex } from "../core/service_index.ts";
 import { readSpec } from "../core/spec_objects.ts";
-import { openStore } from "../core/store_url.ts";
 import { getIfExists, type ObjectStore } from "../core/object_store.ts";
 import {
   isStale,
@@ -39,10 +39,15 @@ export const KIND_WORDS: Record<Kind, string[]> = {
   Service: ["services", "service", "svc"],
 };
 
-/** The store named by --bucket / $PODMIN_BUCKET, in --region. */
-export function storeOf(ctx: CommandContext): ObjectStore {
+/**
+ * The store named by --bucket / $PODMIN_BUCKET, in --region. The S3 SDK is imported for an s3://
+ * bucket only: a command on a filesystem bucket never loads it.
+ */
+export async function storeOf(ctx: CommandContext): Promise<ObjectStore> {
   const region = typeof ctx.values.region === "string" ? ctx.values.region : undefined;
-  return openStore(bucketUrl(ctx), { region });
+  const at = parseStoreUrl(bucketUrl(ctx));
+  const s3Store = at.scheme === "s3" ? (await import("../core/s3_store.ts")).S3Store : undefined;
+  return storeAt(at, { region, s3Store });
 }
 
 /** Parses a kind word (`deployments`, `svc`, …); a usage error names the accepted ones. */
@@ -80,26 +85,63 @@ export interface StoredObject<R extends Resource = Resource> {
   spec: R;
 }
 
+/** Spec reads in flight at once (on S3 a listing then takes one round trip per 8 specs, not 1). */
+const SPECS_IN_FLIGHT = 8;
+
+/**
+ * `f` over `items` with at most `limit` calls pending; results in the items' order. The first
+ * failure is thrown, and no call starts after it.
+ */
+async function mapBounded<T, R>(items: T[], limit: number, f: (x: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  let failed = false;
+  const worker = async () => {
+    while (next < items.length && !failed) {
+      const i = next++;
+      try {
+        out[i] = await f(items[i]);
+      } catch (err) {
+        failed = true;
+        throw err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
 /** Every object of one kind (specs read and verified), optionally in one namespace. */
 export async function readObjects(
   store: ObjectStore,
   kind: Kind,
   namespace?: string,
 ): Promise<StoredObject[]> {
-  const out: StoredObject[] = [];
-  if (kind === "Deployment") {
-    for (const e of (await readDeploymentIndex(store)).deployments) {
-      if (namespace !== undefined && e.namespace !== namespace) continue;
-      const spec = await readSpec(store, { kind, ref: e.spec });
-      out.push({ kind, ...e, ref: e.spec, spec });
-    }
-  } else {
-    for (const e of (await readServiceIndex(store))?.services ?? []) {
-      if (namespace !== undefined && e.namespace !== namespace) continue;
-      const spec = await readSpec(store, { kind, ref: e.spec });
-      out.push({ kind, namespace: e.namespace, name: e.name, ref: e.spec, vip: e.vip, spec });
-    }
-  }
+  const inNamespace = (e: { namespace: string }) =>
+    namespace === undefined || e.namespace === namespace;
+  const out: StoredObject[] = kind === "Deployment"
+    ? await mapBounded(
+      (await readDeploymentIndex(store)).deployments.filter(inNamespace),
+      SPECS_IN_FLIGHT,
+      async (e) => ({
+        kind,
+        ...e,
+        ref: e.spec,
+        spec: await readSpec(store, { kind, ref: e.spec }),
+      }),
+    )
+    : await mapBounded(
+      ((await readServiceIndex(store))?.services ?? []).filter(inNamespace),
+      SPECS_IN_FLIGHT,
+      async (e) => ({
+        kind,
+        namespace: e.namespace,
+        name: e.name,
+        ref: e.spec,
+        vip: e.vip,
+        spec: await readSpec(store, { kind, ref: e.spec }),
+      }),
+    );
   const order = (o: StoredObject) => `${o.namespace}\u0000${o.name}`;
   return out.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
 }

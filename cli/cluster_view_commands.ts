@@ -1,19 +1,9 @@
-/** `podmin images` and `podmin status`: the cluster as its bucket shows it. */
+/**
+ * `podmin images` and `podmin status`: the cluster as its bucket shows it — their help and flags;
+ * each loads its implementation (cli/cluster_view_run.ts) when it runs.
+ */
 
-import { isStale } from "../core/node_record.ts";
-import { type Command, stringFlag } from "../core/cli_kit.ts";
-import { UsageError } from "../core/errors.ts";
-import { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
-import type { Deployment } from "../core/resources.ts";
-import {
-  listTags,
-  missingImages,
-  nodesSummary,
-  readNodeRecords,
-  readObjects,
-  storeOf,
-} from "./cluster_reads.ts";
-import { table } from "./get_commands.ts";
+import type { Command } from "../core/cli_kit.ts";
 
 const images: Command = {
   name: "images",
@@ -22,7 +12,7 @@ const images: Command = {
 
 Lists every tag of the image store (apps/ from 'podmin push', mirror/ from
 'podmin mirror' and setup) with the digest of the tagged manifest, as Pods
-reference them (${REGISTRY_HOSTNAME}/…). Listing is the CLI's job: the
+reference them (registry.podmin.internal/…). Listing is the CLI's job: the
 node registry never lists tags.
 
 Flags:
@@ -31,31 +21,8 @@ Flags:
 Example:
   podmin --bucket s3://my-cluster images`,
   options: { output: { type: "string", short: "o", default: "table" } },
-  async run(ctx) {
-    const output = stringFlag(ctx, "output") ?? "table";
-    if (output !== "table" && output !== "json") {
-      throw new UsageError(`-o: unknown output format ${JSON.stringify(output)}`, {
-        hint: "use table or json",
-      });
-    }
-    const tags = await listTags(storeOf(ctx));
-    if (output === "json") {
-      ctx.out(JSON.stringify(tags, null, 2));
-      return;
-    }
-    if (!tags.length) {
-      ctx.err("no images in the store (add them with 'podmin push' or 'podmin mirror')");
-      return;
-    }
-    const rows = [["REPOSITORY", "TAG", "DIGEST"]];
-    for (const t of tags) {
-      rows.push([`${REGISTRY_HOSTNAME}/${t.repository}`, t.tag, t.digest.slice(0, 19)]);
-    }
-    table(rows).forEach((l) => ctx.out(l));
-  },
+  run: async (ctx) => (await import("./cluster_view_run.ts")).runImages(ctx),
 };
-
-const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
 
 const status: Command = {
   name: "status",
@@ -71,58 +38,7 @@ under dns/nodes/.
 Example:
   podmin --bucket s3://my-cluster status`,
   options: {},
-  async run(ctx) {
-    const store = storeOf(ctx);
-    const deployments = await readObjects(store, "Deployment");
-    const services = await readObjects(store, "Service");
-    const tags = await listTags(store);
-    const nodes = await readNodeRecords(store);
-    const missing = await missingImages(store, deployments.map((d) => d.spec as Deployment));
-    const perGroup = new Map<string, number>();
-    for (const d of deployments) perGroup.set(d.nodeGroup!, (perGroup.get(d.nodeGroup!) ?? 0) + 1);
-    const groups = [...perGroup].sort(([a], [b]) => (a < b ? -1 : 1))
-      .map(([g, n]) => `NodeGroup ${g}: ${n}`).join(", ");
-    const line = (key: string, value: string) =>
-      ctx.out(`${`${key}:`.padEnd(14)}${value}`.trimEnd());
-    line("Bucket", store.url);
-    line("Nodes", nodesSummary(nodes.records));
-    for (const p of nodes.problems) ctx.err(`warning: unreadable node record ${p}`);
-    line("Deployments", `${deployments.length}${groups ? ` (${groups})` : ""}`);
-    const live = nodes.records.filter((r) => !isStale(r));
-    for (const d of deployments) {
-      const inGroup = live.filter((r) => r.nodeGroup === d.nodeGroup);
-      if (!inGroup.length) continue;
-      const at = inGroup.filter((r) =>
-        r.deployments.some((x) =>
-          x.namespace === d.namespace && x.name === d.name && x.spec === d.ref
-        )
-      );
-      const ready = at.filter((r) =>
-        r.deployments.some((x) => x.namespace === d.namespace && x.name === d.name && x.ready)
-      );
-      const readyText = at.some((r) => r.deployments.some((x) => x.ready !== undefined))
-        ? `, Ready on ${ready.length}`
-        : "";
-      ctx.out(
-        `  ${d.namespace}/${d.name}: current spec on ${at.length} of ${inGroup.length} ` +
-          `node(s) of NodeGroup ${d.nodeGroup}${readyText}` +
-          (at.length < inGroup.length
-            ? ` (not yet: ${
-              inGroup.filter((r) => !at.includes(r)).map((r) => r.nodeId).join(", ")
-            })`
-            : ""),
-      );
-    }
-    line("Services", String(services.length));
-    const repos = new Set(tags.map((t) => t.repository)).size;
-    line("Images", `${plural(repos, "repository", "repositories")}, ${plural(tags.length, "tag")}`);
-    if (!missing.length) {
-      ctx.out("Images missing from the store: none");
-      return;
-    }
-    ctx.out("Images missing from the store:");
-    for (const m of missing) ctx.out(`  ${m.image} (${m.namespace}/${m.name})`);
-  },
+  run: async (ctx) => (await import("./cluster_view_run.ts")).runStatus(ctx),
 };
 
 /** The cluster summary commands. */

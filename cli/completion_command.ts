@@ -3,7 +3,14 @@
  * generated from the program's own command list (so it never drifts from the parser).
  */
 
-import { type Command, GLOBAL_OPTIONS, type OptionSpec, type Program } from "../core/cli_kit.ts";
+import {
+  type Command,
+  GLOBAL_OPTIONS,
+  loadCommands,
+  type LoadedProgram,
+  type OptionSpec,
+  type Program,
+} from "../core/cli_kit.ts";
 import { UsageError } from "../core/errors.ts";
 
 function flags(options: OptionSpec): string[] {
@@ -16,7 +23,7 @@ const GLOBAL_FLAGS = [...flags(GLOBAL_OPTIONS), "--version"];
 const VALUE_FLAGS = Object.entries(GLOBAL_OPTIONS).filter(([, o]) => o.type === "string")
   .map(([k]) => `--${k}`);
 
-function bash(program: Program): string {
+function bash(program: LoadedProgram): string {
   const cases = program.commands.map((c) =>
     `    ${c.name}) words="${
       [...(c.words ?? []), ...flags(c.options), ...GLOBAL_FLAGS].join(" ")
@@ -44,7 +51,7 @@ complete -o default -F _${program.name}_complete ${program.name}
 `;
 }
 
-function zsh(program: Program): string {
+function zsh(program: LoadedProgram): string {
   return `#compdef ${program.name}
 # zsh completion for ${program.name}; load with: source <(${program.name} completion zsh)
 autoload -U +X bashcompinit && bashcompinit
@@ -55,7 +62,7 @@ function fishQuote(text: string): string {
   return `'${text.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
 }
 
-function fishFlags(program: Program, command: Command | undefined): string[] {
+function fishFlags(program: LoadedProgram, command: Command | undefined): string[] {
   const options = command ? command.options : GLOBAL_OPTIONS;
   const condition = command ? `-n '__fish_seen_subcommand_from ${command.name}'` : "";
   return Object.entries(options).map(([k, o]) =>
@@ -65,7 +72,7 @@ function fishFlags(program: Program, command: Command | undefined): string[] {
   );
 }
 
-function fish(program: Program): string {
+function fish(program: LoadedProgram): string {
   const lines = [
     `# fish completion for ${program.name}; load with: ${program.name} completion fish | source`,
     `complete -c ${program.name} -f`,
@@ -106,7 +113,7 @@ Examples:
     options: {},
     positionals: true,
     words: ["bash", "zsh", "fish"],
-    run(ctx) {
+    async run(ctx) {
       const [shell, ...extra] = ctx.positionals;
       const make = { bash, zsh, fish }[shell as "bash" | "zsh" | "fish"];
       if (!make || extra.length) {
@@ -115,8 +122,7 @@ Examples:
           { hint: `for example: source <(${program.name} completion bash)` },
         );
       }
-      ctx.out(make(program).trimEnd());
-      return Promise.resolve();
+      ctx.out(make(await loadCommands(program)).trimEnd());
     },
   };
 }

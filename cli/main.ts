@@ -3,6 +3,11 @@
 import { runProgram } from "../core/cli_kit.ts";
 import { programOf } from "./program.ts";
 
+/** Runs `podmin ARGS…` and returns its exit code (the bundle's launcher calls this). */
+export function main(args: string[]): Promise<number> {
+  return runProgram(programOf(), args);
+}
+
 if (import.meta.main) {
-  Deno.exit(await runProgram(programOf(), Deno.args));
+  Deno.exit(await main(Deno.args));
 }

@@ -1,12 +1,17 @@
-/** The `podmin` program: its command list. */
+/**
+ * The `podmin` program: its command list. Every entry holds a command's name, summary, help and
+ * flags; its implementation is imported when it runs, so help and argument errors load no AWS SDK,
+ * certificate library or image code (`local`, whose module holds both, loads when named).
+ */
 
-import type { Command, Program } from "../core/cli_kit.ts";
+import type { Command, DeferredCommand, Program } from "../core/cli_kit.ts";
 import { versionLine } from "../core/version.ts";
 import { bucketCommands } from "./bucket_command.ts";
 import { caCommands } from "./ca_command.ts";
+import { clusterViewCommands } from "./cluster_view_commands.ts";
 import { deployCommands } from "./deploy_commands.ts";
+import { getCommands } from "./get_commands.ts";
 import { imageCommands } from "./image_commands.ts";
-import { localCommands } from "./local/local_command.ts";
 import { setupCommands } from "./setup/setup_command.ts";
 import { teardownCommands } from "./setup/teardown_commands.ts";
 import { completionCommand } from "./completion_command.ts";
@@ -20,6 +25,13 @@ const version: Command = {
     ctx.out(versionLine("podmin"));
     return Promise.resolve();
   },
+};
+
+/** `podmin local`: its help, flags and implementation share cli/local/local_command.ts. */
+const local: DeferredCommand = {
+  name: "local",
+  summary: "a real single-node cluster on this host: local up | down | status | exec",
+  load: async () => (await import("./local/local_command.ts")).localCommands[0],
 };
 
 const PROGRAM_EXAMPLES =
@@ -37,10 +49,12 @@ export function programOf(): Program {
     examples: PROGRAM_EXAMPLES,
     commands: [
       ...deployCommands,
+      ...getCommands,
+      ...clusterViewCommands,
       ...imageCommands,
-      ...setupCommands(),
-      ...teardownCommands(),
-      ...localCommands,
+      ...setupCommands,
+      ...teardownCommands,
+      local,
       ...bucketCommands,
       ...caCommands,
       version,

@@ -62,11 +62,24 @@ export interface CommandContext {
   status: (line: string) => void;
 }
 
+/**
+ * A command known by its name and summary until argv selects it; its whole definition (help,
+ * flags, run) is then loaded. For a command whose help and flags live in the same module as its
+ * implementation; a `Command` whose `run` imports its implementation keeps help and parsing
+ * cheap, so prefer that.
+ */
+export interface DeferredCommand {
+  name: string;
+  /** One line for the command list. */
+  summary: string;
+  load(): Promise<Command>;
+}
+
 /** A program made of subcommands. */
 export interface Program {
   name: string;
   description: string;
-  commands: Command[];
+  commands: (Command | DeferredCommand)[];
   /** Command run when argv names none but has flags (e.g. a systemd unit's flag list). */
   defaultCommand?: string;
   /** Example lines shown by `PROGRAM --help`. */
@@ -130,6 +143,19 @@ function flagNames(options: OptionSpec): string[] {
   ) => [`--${k}`, ...(o.short ? [`-${o.short}`] : [])]);
 }
 
+function isDeferred(c: Command | DeferredCommand): c is DeferredCommand {
+  return "load" in c;
+}
+
+/** A program whose every command is loaded. */
+export type LoadedProgram = Omit<Program, "commands"> & { commands: Command[] };
+
+/** The program with every deferred command loaded (what needs every flag: completion, tests). */
+export async function loadCommands(program: Program): Promise<LoadedProgram> {
+  const commands = await Promise.all(program.commands.map((c) => isDeferred(c) ? c.load() : c));
+  return { ...program, commands };
+}
+
 /** Splits argv into the command name and the rest (global flags may come first). */
 function findCommand(program: Program, argv: string[]): { name?: string; rest: string[] } {
   const withValue = new Set(
@@ -165,7 +191,10 @@ function findCommand(program: Program, argv: string[]): { name?: string; rest: s
     );
   }
   if (unknownFlag && !program.defaultCommand) {
-    const all = [...known, ...program.commands.flatMap((c) => flagNames(c.options))];
+    const all = [
+      ...known,
+      ...program.commands.flatMap((c) => isDeferred(c) ? [] : flagNames(c.options)),
+    ];
     throw new UsageError(`unknown flag ${unknownFlag}${didYouMean(unknownFlag, all)}`, {
       hint: `run '${program.name} --help'`,
     });
@@ -183,11 +212,14 @@ export interface Invocation {
   positionals: string[];
 }
 
-/**
- * Parses argv as `runProgram` does, without running anything: unknown commands and flags are
- * usage errors that name the closest known one.
- */
-export function parseInvocation(program: Program, argv: string[]): Invocation {
+/** Which command argv selects (undefined: the program's help) and the arguments it parses. */
+interface Selection {
+  name?: string;
+  rest: string[];
+  wantsHelp: boolean;
+}
+
+function selectCommand(program: Program, argv: string[]): Selection {
   const dashDash = argv.indexOf("--");
   const flagsPart = dashDash < 0 ? argv : argv.slice(0, dashDash);
   const found = findCommand(program, argv);
@@ -196,20 +228,38 @@ export function parseInvocation(program: Program, argv: string[]): Invocation {
     found.name === undefined && flagsPart.includes("--version") &&
     program.commands.some((c) => c.name === "version")
   ) {
-    return parseCommandArgs(
-      program,
-      program.commands.find((c) => c.name === "version")!,
-      found.rest.filter((a) => a !== "--version"),
-    );
+    return { name: "version", rest: found.rest.filter((a) => a !== "--version"), wantsHelp };
   }
-  const { name, rest } = found.name === undefined && program.defaultCommand && argv.length &&
-      !wantsHelp
-    ? { name: program.defaultCommand, rest: found.rest }
-    : found;
+  if (found.name === undefined && program.defaultCommand && argv.length && !wantsHelp) {
+    return { name: program.defaultCommand, rest: found.rest, wantsHelp };
+  }
+  return { ...found, wantsHelp };
+}
+
+/**
+ * Parses argv as `runProgram` does, without running anything: unknown commands and flags are
+ * usage errors that name the closest known one. A selected deferred command must have been
+ * loaded (`loadCommands`).
+ */
+export function parseInvocation(program: Program, argv: string[]): Invocation {
+  const { name, rest, wantsHelp } = selectCommand(program, argv);
   if (name === undefined || name === "help") {
     return { help: name === "help" || wantsHelp, values: {}, positionals: [] };
   }
-  return parseCommandArgs(program, program.commands.find((c) => c.name === name)!, rest);
+  const command = program.commands.find((c) => c.name === name)!;
+  if (isDeferred(command)) {
+    throw new Error(`command ${name} is not loaded: parse with loadCommands(program)`);
+  }
+  return parseCommandArgs(program, command, rest);
+}
+
+/** The program with the deferred command argv selects (if any) loaded. */
+async function loadSelected(program: Program, argv: string[]): Promise<Program> {
+  const { name } = selectCommand(program, argv);
+  const selected = program.commands.find((c) => c.name === name);
+  if (!selected || !isDeferred(selected)) return program;
+  const loaded = await selected.load();
+  return { ...program, commands: program.commands.map((c) => c === selected ? loaded : c) };
 }
 
 function parseCommandArgs(program: Program, command: Command, rest: string[]): Invocation {
@@ -310,7 +360,7 @@ export async function runProgram(
   const debug = argv.includes("--debug");
   let errorExitCode = 1;
   try {
-    const inv = parseInvocation(program, argv);
+    const inv = parseInvocation(await loadSelected(program, argv), argv);
     if (!inv.command) {
       if (!inv.help) {
         err(programHelp(program));

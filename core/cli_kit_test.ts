@@ -2,7 +2,9 @@ import assert from "node:assert/strict";
 import {
   closest,
   type Command,
+  type DeferredCommand,
   editDistance,
+  loadCommands,
   parseInvocation,
   type Program,
   runProgram,
@@ -82,4 +84,49 @@ Deno.test("cli kit: missing values, values for switches and stray arguments in P
     () => parseInvocation(program, ["run", "extra"]),
     /unexpected argument "extra": 'prog run' takes none/,
   );
+});
+
+Deno.test("cli kit: a deferred command loads only when argv selects it, then parses and runs as loaded", async () => {
+  let loads = 0;
+  let ran: unknown;
+  const serve: DeferredCommand = {
+    name: "serve",
+    summary: "serve things",
+    load: () => {
+      loads++;
+      return Promise.resolve({
+        name: "serve",
+        summary: "serve things",
+        help: "Usage: prog serve [--port N]",
+        options: { port: { type: "string" } },
+        run: (ctx) => {
+          ran = ctx.values.port;
+          return Promise.resolve(3);
+        },
+      });
+    },
+  };
+  const p: Program = { name: "prog", description: "prog", commands: [run, serve] };
+  const io = () => {
+    const lines: string[] = [];
+    return { lines, io: { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) } };
+  };
+  const help = io();
+  assert.equal(await runProgram(p, ["--help"], help.io), 0);
+  assert.match(help.lines.join("\n"), /serve\s+serve things/);
+  assert.equal(await runProgram(p, ["run", "--once"], io().io), 0);
+  assert.equal(loads, 0, "neither the program's help nor another command loads it");
+  const served = io();
+  assert.equal(await runProgram(p, ["serve", "--port", "8080"], served.io), 3);
+  assert.equal(ran, "8080");
+  const commandHelp = io();
+  assert.equal(await runProgram(p, ["serve", "--help"], commandHelp.io), 0);
+  assert.match(commandHelp.lines[0], /^Usage: prog serve \[--port N\]/);
+  const bad = io();
+  assert.equal(await runProgram(p, ["serve", "--prot", "1"], bad.io), 2);
+  assert.match(bad.lines[0], /unknown flag --prot for 'prog serve'; did you mean --port\?/);
+  assert.equal(loads, 3);
+  assert.throws(() => parseInvocation(p, ["serve"]), /command serve is not loaded/);
+  const loaded = await loadCommands(p);
+  assert.equal(parseInvocation(loaded, ["serve", "--port=1"]).values.port, "1");
 });

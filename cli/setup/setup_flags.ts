@@ -15,6 +15,7 @@ import { architectureOf } from "../infra/instance_types.ts";
 import { KMS_KEY_ARN } from "../infra/infra_inputs.ts";
 import { checkClusterId, isDnsLabel } from "../../core/names.ts";
 import type { Architecture } from "../../core/dependency_manifest.ts";
+import { SETUP_DEFAULTS } from "./setup_defaults.ts";
 
 /** An exact S3 object. */
 export interface S3Object {
@@ -48,16 +49,6 @@ export interface SetupFlags {
   /** Customer-managed KMS keys of SecureStrings and secrets: the node role may decrypt with them. */
   kmsKeyArns: string[];
 }
-
-/** Defaults from the product documents. */
-export const SETUP_DEFAULTS = {
-  /** The cluster id when --cluster is not given (its bucket: s3://podmin-default). */
-  cluster: "default",
-  nodeGroupSize: 1,
-  diskSizeGiB: 20,
-  instanceType: "t4g.medium",
-  nat64InstanceType: "t4g.nano",
-} as const;
 
 /** The architecture of an instance type, as a usage error for bad flags. */
 function archOf(instanceType: string, where: string): Architecture {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { parseSetupFlags, resolveZones, SETUP_DEFAULTS } from "./setup_flags.ts";
+import { parseSetupFlags, resolveZones } from "./setup_flags.ts";
+import { SETUP_DEFAULTS } from "./setup_defaults.ts";
 
 const base = {
   cluster: "prod",

@@ -1,96 +1,14 @@
 /**
- * `podmin teardown` (infrastructure gone; bucket, CAs and images kept) and
- * `podmin destroy` (everything Podmin created, including the bucket and the
- * CA parameters). Reused VPCs are never deleted: the generated configuration
- * only reads them.
+ * `podmin teardown` and `podmin destroy`: their help and flags; the implementation
+ * (cli/setup/teardown_run.ts, with OpenTofu and the AWS SDK clients) loads when they run.
  */
 
-import * as path from "node:path";
-import { DeleteBucketCommand } from "@aws-sdk/client-s3";
-import { SSMClient } from "@aws-sdk/client-ssm";
-import { awsRequestHandler, requestTimeoutMs } from "../../core/request_bounds.ts";
-import { INFRA_CONFIG } from "../../core/bucket_layout.ts";
-import {
-  booleanFlag,
-  bucketUrl,
-  type Command,
-  type CommandContext,
-  requireString,
-  stringFlag,
-} from "../../core/cli_kit.ts";
-import { PodminError } from "../../core/errors.ts";
-import { FsStore } from "../../core/fs_store.ts";
-import { checkClusterId } from "../../core/names.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
-import { defaultRegion, openStore } from "../../core/store_url.ts";
-import { deleteClusterCas } from "./cluster_cas.ts";
-import { confirmDestructive } from "./confirm.ts";
-import { tofuDestroy } from "./tofu_runner.ts";
-import { defaultWorkDir } from "./work_dir.ts";
+import type { Command } from "../../core/cli_kit.ts";
 
-/** Dependencies injected by tests. */
-export interface TeardownDeps {
-  tofuBinary?: string;
-  readLine?: () => Promise<string | null>;
-  isTerminal?: boolean;
-}
-
-/** Destroys the infrastructure described by the configuration saved in the bucket. */
-export async function teardownInfra(options: {
-  store: ObjectStore;
-  cluster: string;
-  workDir: string;
-  log: (line: string) => void;
-  tofuBinary?: string;
-}): Promise<boolean> {
-  const saved = await getIfExists(options.store, INFRA_CONFIG);
-  if (!saved) return false;
-  await Deno.mkdir(options.workDir, { recursive: true });
-  await Deno.writeFile(path.join(options.workDir, "main.tf.json"), saved.body);
-  options.log(
-    `destroying the infrastructure of ${options.cluster} (configuration from ${INFRA_CONFIG})`,
-  );
-  await tofuDestroy({ workDir: options.workDir, log: options.log, binary: options.tofuBinary });
-  return true;
-}
-
-/** Deletes every object of the bucket, then the bucket. */
-export async function deleteBucket(
-  store: ObjectStore,
-  log: (line: string) => void,
-): Promise<number> {
-  let n = 0;
-  const keys: string[] = [];
-  for await (const o of store.list("")) keys.push(o.key);
-  for (const key of keys) {
-    await store.delete(key);
-    if (++n % 500 === 0) log(`deleted ${n}/${keys.length} objects`);
-  }
-  if (store instanceof S3Store) {
-    await store.client.send(new DeleteBucketCommand({ Bucket: store.bucket }));
-  } else if (store instanceof FsStore) {
-    await Deno.remove(store.root, { recursive: true });
-  } else {
-    throw new PodminError(`cannot delete ${store.url}: unknown store kind`);
-  }
-  return n;
-}
-
-function context(ctx: CommandContext) {
-  const cluster = checkClusterId(requireString(ctx, "cluster", "e.g. --cluster prod"));
-  const region = stringFlag(ctx, "region") ?? defaultRegion();
-  const store = openStore(bucketUrl(ctx), { region });
-  const workDir = stringFlag(ctx, "work-dir") ?? defaultWorkDir(cluster);
-  return { cluster, region, store, workDir };
-}
-
-/** Builds the teardown and destroy commands (tests inject `deps`). */
-export function teardownCommands(deps: TeardownDeps = {}): Command[] {
-  const teardown: Command = {
-    name: "teardown",
-    summary: "remove the cluster's infrastructure; keep the bucket, CAs and images",
-    help: `Usage: podmin teardown --cluster ID --bucket s3://NAME [--yes] [--work-dir DIR]
+const teardown: Command = {
+  name: "teardown",
+  summary: "remove the cluster's infrastructure; keep the bucket, CAs and images",
+  help: `Usage: podmin teardown --cluster ID --bucket s3://NAME [--yes] [--work-dir DIR]
 
 Runs OpenTofu destroy on the configuration setup saved in the bucket (infra/),
 so it also removes an interrupted setup. Keeps the bucket (desired state,
@@ -103,40 +21,18 @@ Flags:
 
 Example:
   podmin --bucket s3://podmin-prod teardown --cluster prod`,
-    options: {
-      cluster: { type: "string" },
-      yes: { type: "boolean", default: false },
-      "work-dir": { type: "string" },
-    },
-    async run(ctx) {
-      const { cluster, store, workDir } = context(ctx);
-      await confirmDestructive({
-        yes: booleanFlag(ctx, "yes"),
-        cluster,
-        what:
-          `destroy the VMs, networks and roles of cluster ${cluster} (the bucket and CAs are kept)`,
-        err: ctx.err,
-        readLine: deps.readLine,
-        isTerminal: deps.isTerminal,
-      });
-      const removed = await teardownInfra({
-        store,
-        cluster,
-        workDir,
-        log: ctx.err,
-        tofuBinary: deps.tofuBinary,
-      });
-      ctx.out(
-        removed
-          ? `cluster ${cluster}: infrastructure removed; kept ${store.url}, /${cluster}/_system/* and images`
-          : `cluster ${cluster}: no infrastructure to tear down (no ${INFRA_CONFIG} in ${store.url}); nothing was changed`,
-      );
-    },
-  };
-  const destroy: Command = {
-    name: "destroy",
-    summary: "remove everything: infrastructure, bucket, CA parameters",
-    help: `Usage: podmin destroy --cluster ID --bucket s3://NAME [--yes] [--work-dir DIR]
+  options: {
+    cluster: { type: "string" },
+    yes: { type: "boolean", default: false },
+    "work-dir": { type: "string" },
+  },
+  run: async (ctx) => (await import("./teardown_run.ts")).runTeardown(ctx),
+};
+
+const destroy: Command = {
+  name: "destroy",
+  summary: "remove everything: infrastructure, bucket, CA parameters",
+  help: `Usage: podmin destroy --cluster ID --bucket s3://NAME [--yes] [--work-dir DIR]
 
 Tears the infrastructure down (as podmin teardown), deletes the CA parameters
 /<cluster>/_system/workload-ca-key and /<cluster>/_system/cluster-ca, then
@@ -150,37 +46,13 @@ Flags:
 
 Example:
   podmin --bucket s3://podmin-prod destroy --cluster prod`,
-    options: {
-      cluster: { type: "string" },
-      yes: { type: "boolean", default: false },
-      "work-dir": { type: "string" },
-    },
-    async run(ctx) {
-      const { cluster, region, store, workDir } = context(ctx);
-      await confirmDestructive({
-        yes: booleanFlag(ctx, "yes"),
-        cluster,
-        what:
-          `permanently delete cluster ${cluster}: its infrastructure, ${store.url} and its CA keys`,
-        err: ctx.err,
-        readLine: deps.readLine,
-        isTerminal: deps.isTerminal,
-      });
-      if (
-        !await teardownInfra({ store, cluster, workDir, log: ctx.err, tofuBinary: deps.tofuBinary })
-      ) {
-        ctx.err(`no ${INFRA_CONFIG} in ${store.url}: no infrastructure to tear down`);
-      }
-      const deleted = await deleteClusterCas({
-        ssm: new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) }),
-        cluster,
-      });
-      for (const name of deleted) ctx.err(`deleted parameter ${name}`);
-      const objects = await deleteBucket(store, ctx.err);
-      ctx.out(
-        `cluster ${cluster} destroyed: ${objects} objects and ${store.url} deleted, ${deleted.length} CA parameters deleted`,
-      );
-    },
-  };
-  return [teardown, destroy];
-}
+  options: {
+    cluster: { type: "string" },
+    yes: { type: "boolean", default: false },
+    "work-dir": { type: "string" },
+  },
+  run: async (ctx) => (await import("./teardown_run.ts")).runDestroy(ctx),
+};
+
+/** The teardown and destroy commands. */
+export const teardownCommands: Command[] = [teardown, destroy];

@@ -31,6 +31,7 @@ export const BENCHES: Bench[] = [
   { name: "deploy spine", script: "deploy_spine_bench.ts" },
   { name: "registry", script: "registry_bench.ts" },
   { name: "identity", script: "identity_bench.ts" },
+  { name: "CLI start", script: "cli_start_bench.ts" },
   {
     name: "dataplane",
     script: "dataplane_bench.ts",
@@ -185,6 +186,24 @@ export const ROWS: Row[] = [
     absolute: { min: 500 },
   },
   {
+    key: "cli_help_vs_empty_deno",
+    label: "podmin --help from the bundle vs deno run of an empty script",
+    figure: "cli_help_ms",
+    peer: "cli_empty_deno_ms",
+    unit: "ms",
+    better: "lower",
+    goal: 1 / 3,
+  },
+  {
+    key: "cli_get_deployments_vs_empty_deno",
+    label: "podmin get deployments (file://) from the bundle vs empty deno",
+    figure: "cli_get_deployments_ms",
+    peer: "cli_empty_deno_ms",
+    unit: "ms",
+    better: "lower",
+    goal: 1 / 6,
+  },
+  {
     key: "dataplane_ebpf_vs_nftables",
     label: "TCP connections via eBPF VIP vs nftables VIP (client-bound)",
     figure: "dataplane_ebpf_conn_per_s",
@@ -315,7 +334,7 @@ function evaluate(row: Row, figures: Record<string, number>) {
   if (row.absolute?.max !== undefined) met &&= f <= row.absolute.max;
   if (row.absolute?.min !== undefined) met &&= f >= row.absolute.min;
   const goals = [
-    row.goal !== undefined ? `ratio ≥ ${row.goal}` : "",
+    row.goal !== undefined ? `ratio ≥ ${+row.goal.toPrecision(3)}` : "",
     row.absolute?.max !== undefined ? `≤ ${row.absolute.max} ${row.unit}` : "",
     row.absolute?.min !== undefined ? `≥ ${row.absolute.min} ${row.unit}` : "",
   ].filter(Boolean).join(", ");

@@ -1,6 +1,8 @@
 /**
- * The builds: `deno bundle` single files carry every static import and embedded asset (they run
- * setup --dry-run and the agent without the source tree) and are stamped with the commit;
+ * The builds: `deno bundle` outputs carry every import and embedded asset (they run setup
+ * --dry-run and the agent without the source tree) and are stamped with the commit; the CLI's is
+ * code-split (podmin.js, a launcher, with podmin-lib/), and what `podmin --help` loads from it holds
+ * no npm code and no `node:module`;
  * `deno compile` builds both Linux targets from them where Deno's denort runtime exists and
  * fails with one clear line where it does not. Each test decides its expected outcome before it
  * runs the build and requires exactly that outcome.
@@ -31,6 +33,28 @@ async function elfMachine(file: string): Promise<number> {
 }
 
 const ELF_MACHINE: Record<string, number> = { x86_64: 62, aarch64: 183 };
+
+/**
+ * What a module of the code-split bundle loads before it runs (its static imports, transitively):
+ * the source modules (from the bundler's `// path` comments) and the `node:` modules imported.
+ */
+async function bundleClosure(lib: string, entry: string): Promise<Set<string>> {
+  const seen = new Set<string>();
+  const out = new Set<string>();
+  const stack = [entry];
+  while (stack.length) {
+    const file = stack.pop()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const text = await Deno.readTextFile(`${lib}/${file}`);
+    for (const m of text.matchAll(/^\/\/ (\S+\.(?:ts|js|mjs|cjs))$/gm)) out.add(m[1]);
+    for (const m of text.matchAll(/^import\s[^;"]*?"(node:[^"]+)";/gm)) out.add(m[1]);
+    for (const m of text.matchAll(/^import\s(?:[^;"]*?\sfrom\s*)?"\.\/([^"]+\.js)";/gm)) {
+      stack.push(m[1]);
+    }
+  }
+  return out;
+}
 
 /** Whether `deno compile` can get denort here without DENORT_BIN: cached zip or download. */
 async function denortObtainable(): Promise<boolean> {
@@ -66,6 +90,42 @@ Deno.test("build: stamped bundles run outside the source tree (setup --dry-run, 
     await Deno.mkdir(run);
     await Deno.copyFile(`${tmp}/dist/podmin.js`, `${run}/podmin.js`);
     await Deno.copyFile(`${tmp}/dist/podmin-agent.js`, `${run}/podmin-agent.js`);
+    await Deno.mkdir(`${run}/podmin-lib`);
+    for await (const e of Deno.readDir(`${tmp}/dist/podmin-lib`)) {
+      await Deno.copyFile(`${tmp}/dist/podmin-lib/${e.name}`, `${run}/podmin-lib/${e.name}`);
+    }
+    // podmin --help loads the command table only: Podmin's own cli/ and core/, and node:util.
+    const start = [...await bundleClosure(`${run}/podmin-lib`, "main.js")];
+    assert.deepEqual(start.filter((m) => !/^(cli|core)\//.test(m)), ["node:util"]);
+    assert.ok(start.includes("cli/program.ts") && !start.some((m) => m.endsWith("_run.ts")));
+    const get = (await Array.fromAsync(Deno.readDir(`${run}/podmin-lib`)))
+      .find((e) => /^get_run-[A-Z0-9]+\.js$/.test(e.name))!.name;
+    const getClosure = [...await bundleClosure(`${run}/podmin-lib`, get)];
+    assert.ok(getClosure.includes("cli/get_run.ts") && getClosure.includes("core/fs_store.ts"));
+    assert.deepEqual(getClosure.filter((m) => m.includes("node_modules")), [], "get loads no npm");
+    const help = await sh([Deno.execPath(), "run", "-A", `${run}/podmin.js`, "--help"], {
+      cwd: run,
+    });
+    assert.equal(help.code, 0, help.stderr);
+    assert.match(help.stdout, /^ {2}setup +create or update a cluster/m);
+    const bucket = `file://${run}/bucket`;
+    for (
+      const [args, out] of [[["create-bucket"], `created ${bucket}\n`], [["get", "deploy"], ""]]
+    ) {
+      const r = await sh([
+        Deno.execPath(),
+        "run",
+        "-A",
+        `${run}/podmin.js`,
+        "--bucket",
+        bucket,
+        ...args,
+      ], {
+        cwd: run,
+      });
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, out);
+    }
     const dry = await sh([
       Deno.execPath(),
       "run",
@@ -173,9 +233,25 @@ int main(int argc, char **argv) {
           else assert.ok(text.includes(agentMarker), "the agent program embedded");
         }
       }
+      // Every module of the code-split CLI is in its binary, those it imports dynamically too
+      // (vmconfig above is setup's; the S3 SDK is the store's).
+      const lib = await Array.fromAsync(Deno.readDir(`${dist}/podmin-lib`));
+      assert.ok(lib.length > 10, `${lib.length} modules`);
+      for (const arch of ["x86_64", "aarch64"]) {
+        const binary = new TextDecoder("latin1").decode(
+          await Deno.readFile(`${dist}/${arch}/podmin`),
+        );
+        for (const e of lib) {
+          const text = new TextDecoder("latin1").decode(
+            await Deno.readFile(`${dist}/podmin-lib/${e.name}`),
+          );
+          const middle = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 64);
+          assert.ok(binary.includes(middle), `${arch}/podmin holds podmin-lib/${e.name}`);
+        }
+      }
       const sums = await sh(["sha256sum", "-c", "SHA256SUMS"], { cwd: dist });
       assert.equal(sums.code, 0, sums.stdout);
-      assert.equal(sums.stdout.match(/: OK/g)?.length, 6);
+      assert.equal(sums.stdout.match(/: OK/g)?.length, 6 + lib.length);
       // The outputs start with the runtime: running one runs the stand-in.
       const ran = await sh([`${dist}/x86_64/podmin-agent`, "--version"], {
         env: { STANDIN_LOG: `${tmp}/invocations` },

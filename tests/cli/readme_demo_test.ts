@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { parseInvocation } from "../../core/cli_kit.ts";
+import { loadCommands, parseInvocation } from "../../core/cli_kit.ts";
 import { programOf } from "../../cli/program.ts";
 import { cli } from "./harness.ts";
 
@@ -104,7 +104,7 @@ function shellWords(text: string): string[] {
 }
 
 Deno.test("help: every example in 'podmin --help' and each command's --help parses as written", async () => {
-  const program = programOf();
+  const program = await loadCommands(programOf());
   const helps = [(await cli("--help")).out];
   for (const c of program.commands) {
     const r = await cli(c.name, "--help");

@@ -1,0 +1,179 @@
+/**
+ * What `podmin ca status` and `podmin ca bundle` do (their help: cli/ca_command.ts): the
+ * operator's view of the workload CA (spec §8.5, §9.1), read from the cluster bucket. The CLI
+ * does not hold the CA key, so it checks what it can without it: every retained certificate
+ * parses, matches its entry, is a CA self-signed by its own key, and all are for one key.
+ */
+
+import { type LeaseDocument, parseLeaseDocument } from "../core/bucket_lease.ts";
+import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../core/bucket_layout.ts";
+import { parseCertificatesPem } from "../core/certificates.ts";
+import { type CommandContext, stringFlag } from "../core/cli_kit.ts";
+import { PodminError, UsageError } from "../core/errors.ts";
+import { getIfExists, type ObjectStore } from "../core/object_store.ts";
+import {
+  checkCaState,
+  type CheckedCaState,
+  parseWorkloadCaState,
+  trustBundlePem,
+  WORKLOAD_CA_STATE_MAX_BYTES,
+  type WorkloadCaState,
+} from "../core/workload_ca_state.ts";
+import { storeOf } from "./cluster_reads.ts";
+
+/** The state, checked without the key (see the module comment). Throws when absent or invalid. */
+async function readCheckedState(
+  store: ObjectStore,
+): Promise<{ state: WorkloadCaState; checked: CheckedCaState }> {
+  const read = await getIfExists(store, WORKLOAD_CA_STATE, {
+    maxBytes: WORKLOAD_CA_STATE_MAX_BYTES,
+  });
+  if (!read) {
+    throw new PodminError(`${WORKLOAD_CA_STATE} does not exist in ${store.url}`, {
+      hint: "the elected agent creates it on its first pass: check that agents run with " +
+        "--workload-ca-key and read `podmin-agent` logs",
+    });
+  }
+  const state = parseWorkloadCaState(read.body);
+  if (!state.certificates.length) {
+    throw new PodminError(`${WORKLOAD_CA_STATE} holds no certificate yet`);
+  }
+  // All certificates must be for the first one's key and self-signed by it.
+  const first = parseCertificatesPem(state.certificates[0].pem, `${WORKLOAD_CA_STATE}`)[0];
+  const key = await first.publicKey.export({ name: "ECDSA", namedCurve: "P-256" }, ["verify"]);
+  return { state, checked: await checkCaState(state, key) };
+}
+
+async function readLease(
+  store: ObjectStore,
+): Promise<LeaseDocument | { error: string } | undefined> {
+  try {
+    const read = await getIfExists(store, WORKLOAD_CA_LEASE, { maxBytes: 4096 });
+    return read && parseLeaseDocument(read.body);
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+}
+
+function outputFormat(ctx: CommandContext): "text" | "json" {
+  const o = stringFlag(ctx, "output") ?? "text";
+  if (o !== "text" && o !== "json") {
+    throw new UsageError(`--output must be text or json, not ${JSON.stringify(o)}`);
+  }
+  return o;
+}
+
+function age(iso: string, now: number): string {
+  const s = Math.round((now - Date.parse(iso)) / 1000);
+  if (Math.abs(s) < 120) return `${s}s`;
+  if (Math.abs(s) < 7200) return `${Math.round(s / 60)}m`;
+  return `${Math.round(s / 3600)}h`;
+}
+
+async function status(ctx: CommandContext): Promise<number> {
+  const format = outputFormat(ctx);
+  const store = await storeOf(ctx);
+  const now = Date.now();
+  const lease = await readLease(store);
+  let state: WorkloadCaState | undefined;
+  let checked: CheckedCaState | undefined;
+  let problem: string | undefined;
+  try {
+    ({ state, checked } = await readCheckedState(store));
+  } catch (err) {
+    problem = (err as Error).message;
+  }
+  const leaseView = lease && ("error" in lease ? { error: lease.error } : {
+    holder: lease.holder,
+    term: lease.term,
+    released: lease.released,
+    durationMs: lease.durationMs,
+    renewedAt: lease.renewedAt,
+    /** By this machine's clock against the holder's: informational only. */
+    ageMs: now - Date.parse(lease.renewedAt),
+  });
+  const pub = state?.publication;
+  const healthy = !problem && !pub?.error;
+  if (format === "json") {
+    ctx.out(JSON.stringify(
+      {
+        bucket: store.url,
+        healthy,
+        problem,
+        generation: state?.generation,
+        leaderTerm: state?.leaderTerm,
+        writtenBy: state?.writtenBy,
+        updatedAt: state?.updatedAt,
+        lease: leaseView,
+        publication: pub,
+        certificates: state?.certificates.map(({ pem: _pem, ...c }) => c),
+      },
+      null,
+      2,
+    ));
+    return healthy ? 0 : 1;
+  }
+  ctx.out(`Bucket:       ${store.url}`);
+  if (!lease) ctx.out(`Leader:       (no lease yet)`);
+  else if ("error" in lease) ctx.out(`Leader:       unreadable lease: ${lease.error}`);
+  else {
+    ctx.out(
+      `Leader:       ${lease.holder} (term ${lease.term})${lease.released ? ", released" : ""}, ` +
+        `renewed ${age(lease.renewedAt, now)} ago by its clock, lease ${lease.durationMs / 1000}s`,
+    );
+  }
+  if (state) {
+    ctx.out(
+      `State:        generation ${state.generation}, leaderTerm ${state.leaderTerm}` +
+        `${state.writtenBy ? `, written by ${state.writtenBy}` : ""} at ${state.updatedAt}`,
+    );
+  }
+  if (pub) {
+    if (pub.publishedSha256) {
+      ctx.out(`Publication:  ${pub.target}: ${pub.publishedSha256} at ${pub.publishedAt}`);
+    } else ctx.out(`Publication:  ${pub.target}: never published`);
+    if (pub.error) ctx.out(`Publication error: ${pub.error} (since ${pub.failedAt})`);
+  }
+  if (problem) ctx.out(`Error:        ${problem}`);
+  if (checked) {
+    ctx.out(
+      `Checked:      ${checked.retained.length} certificate(s), each a CA self-signed by one key`,
+    );
+  }
+  if (state?.certificates.length) {
+    ctx.out("");
+    ctx.out(
+      `${"ROLE".padEnd(8)} ${"FINGERPRINT".padEnd(16)} ${"NOT BEFORE".padEnd(24)} ` +
+        `${"NOT AFTER".padEnd(24)} NOTE`,
+    );
+    for (const c of state.certificates) {
+      const note = c.role === "next"
+        ? `promote after ${c.promoteAfter}`
+        : c.role === "retired"
+        ? `retired at ${c.retiredAt}`
+        : "";
+      ctx.out(
+        `${c.role.padEnd(8)} ${c.fingerprint.slice(0, 16)} ${c.notBefore.padEnd(24)} ` +
+          `${c.notAfter.padEnd(24)} ${note}`.trimEnd(),
+      );
+    }
+  }
+  return healthy ? 0 : 1;
+}
+
+async function bundle(ctx: CommandContext): Promise<number> {
+  const { checked } = await readCheckedState(await storeOf(ctx));
+  ctx.out(trustBundlePem(checked).trimEnd());
+  return 0;
+}
+
+/** `podmin ca status|bundle`. */
+export async function runCa(ctx: CommandContext): Promise<number | void> {
+  const [sub, ...extra] = ctx.positionals;
+  if (extra.length || (sub !== "status" && sub !== "bundle")) {
+    throw new UsageError(`unknown ca command ${JSON.stringify(ctx.positionals.join(" "))}`, {
+      hint: "use `podmin ca status` or `podmin ca bundle`",
+    });
+  }
+  return sub === "status" ? await status(ctx) : await bundle(ctx);
+}

@@ -1,0 +1,137 @@
+/**
+ * What `podmin teardown` (infrastructure gone; bucket, CAs and images kept) and
+ * `podmin destroy` (everything Podmin created, including the bucket and the
+ * CA parameters). Reused VPCs are never deleted: the generated configuration
+ * only reads them. Their help and flags: cli/setup/teardown_commands.ts.
+ */
+
+import * as path from "node:path";
+import { DeleteBucketCommand } from "@aws-sdk/client-s3";
+import { SSMClient } from "@aws-sdk/client-ssm";
+import { awsRequestHandler, requestTimeoutMs } from "../../core/request_bounds.ts";
+import { INFRA_CONFIG } from "../../core/bucket_layout.ts";
+import {
+  booleanFlag,
+  bucketUrl,
+  type CommandContext,
+  requireString,
+  stringFlag,
+} from "../../core/cli_kit.ts";
+import { PodminError } from "../../core/errors.ts";
+import { FsStore } from "../../core/fs_store.ts";
+import { checkClusterId } from "../../core/names.ts";
+import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { S3Store } from "../../core/s3_store.ts";
+import { defaultRegion, openStore } from "../../core/store_url.ts";
+import { deleteClusterCas } from "./cluster_cas.ts";
+import { confirmDestructive } from "./confirm.ts";
+import { tofuDestroy } from "./tofu_runner.ts";
+import { defaultWorkDir } from "./work_dir.ts";
+
+/** Dependencies injected by tests. */
+export interface TeardownDeps {
+  tofuBinary?: string;
+  readLine?: () => Promise<string | null>;
+  isTerminal?: boolean;
+}
+
+/** Destroys the infrastructure described by the configuration saved in the bucket. */
+export async function teardownInfra(options: {
+  store: ObjectStore;
+  cluster: string;
+  workDir: string;
+  log: (line: string) => void;
+  tofuBinary?: string;
+}): Promise<boolean> {
+  const saved = await getIfExists(options.store, INFRA_CONFIG);
+  if (!saved) return false;
+  await Deno.mkdir(options.workDir, { recursive: true });
+  await Deno.writeFile(path.join(options.workDir, "main.tf.json"), saved.body);
+  options.log(
+    `destroying the infrastructure of ${options.cluster} (configuration from ${INFRA_CONFIG})`,
+  );
+  await tofuDestroy({ workDir: options.workDir, log: options.log, binary: options.tofuBinary });
+  return true;
+}
+
+/** Deletes every object of the bucket, then the bucket. */
+export async function deleteBucket(
+  store: ObjectStore,
+  log: (line: string) => void,
+): Promise<number> {
+  let n = 0;
+  const keys: string[] = [];
+  for await (const o of store.list("")) keys.push(o.key);
+  for (const key of keys) {
+    await store.delete(key);
+    if (++n % 500 === 0) log(`deleted ${n}/${keys.length} objects`);
+  }
+  if (store instanceof S3Store) {
+    await store.client.send(new DeleteBucketCommand({ Bucket: store.bucket }));
+  } else if (store instanceof FsStore) {
+    await Deno.remove(store.root, { recursive: true });
+  } else {
+    throw new PodminError(`cannot delete ${store.url}: unknown store kind`);
+  }
+  return n;
+}
+
+function context(ctx: CommandContext) {
+  const cluster = checkClusterId(requireString(ctx, "cluster", "e.g. --cluster prod"));
+  const region = stringFlag(ctx, "region") ?? defaultRegion();
+  const store = openStore(bucketUrl(ctx), { region });
+  const workDir = stringFlag(ctx, "work-dir") ?? defaultWorkDir(cluster);
+  return { cluster, region, store, workDir };
+}
+
+/** `podmin teardown` (tests inject `deps`). */
+export async function runTeardown(ctx: CommandContext, deps: TeardownDeps = {}): Promise<void> {
+  const { cluster, store, workDir } = context(ctx);
+  await confirmDestructive({
+    yes: booleanFlag(ctx, "yes"),
+    cluster,
+    what: `destroy the VMs, networks and roles of cluster ${cluster} (the bucket and CAs are kept)`,
+    err: ctx.err,
+    readLine: deps.readLine,
+    isTerminal: deps.isTerminal,
+  });
+  const removed = await teardownInfra({
+    store,
+    cluster,
+    workDir,
+    log: ctx.err,
+    tofuBinary: deps.tofuBinary,
+  });
+  ctx.out(
+    removed
+      ? `cluster ${cluster}: infrastructure removed; kept ${store.url}, /${cluster}/_system/* and images`
+      : `cluster ${cluster}: no infrastructure to tear down (no ${INFRA_CONFIG} in ${store.url}); nothing was changed`,
+  );
+}
+
+/** `podmin destroy` (tests inject `deps`). */
+export async function runDestroy(ctx: CommandContext, deps: TeardownDeps = {}): Promise<void> {
+  const { cluster, region, store, workDir } = context(ctx);
+  await confirmDestructive({
+    yes: booleanFlag(ctx, "yes"),
+    cluster,
+    what: `permanently delete cluster ${cluster}: its infrastructure, ${store.url} and its CA keys`,
+    err: ctx.err,
+    readLine: deps.readLine,
+    isTerminal: deps.isTerminal,
+  });
+  if (
+    !await teardownInfra({ store, cluster, workDir, log: ctx.err, tofuBinary: deps.tofuBinary })
+  ) {
+    ctx.err(`no ${INFRA_CONFIG} in ${store.url}: no infrastructure to tear down`);
+  }
+  const deleted = await deleteClusterCas({
+    ssm: new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) }),
+    cluster,
+  });
+  for (const name of deleted) ctx.err(`deleted parameter ${name}`);
+  const objects = await deleteBucket(store, ctx.err);
+  ctx.out(
+    `cluster ${cluster} destroyed: ${objects} objects and ${store.url} deleted, ${deleted.length} CA parameters deleted`,
+  );
+}
