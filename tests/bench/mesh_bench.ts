@@ -287,6 +287,7 @@ try {
     mesh_snapshot_to_dns_p99_ms: p(announcedToDns, 99),
     mesh_services_poll_interval_ms: 2 * INTERVAL_MS,
     mesh_dns_poll_plus_reload_ms: 2 * INTERVAL_MS + parseDuration(reload, "reload"),
+    mesh_coredns_reload_ms: parseDuration(reload, "reload"),
     mesh_poll_baseline_p50_ms: p(baseline, 50),
     mesh_poll_baseline_p99_ms: p(baseline, 99),
     mesh_moto_get_p50_ms: p(gets, 50),

@@ -286,6 +286,14 @@ export const ROWS: Row[] = [
     peer: "mesh_dns_poll_plus_reload_ms",
     unit: "ms",
     better: "lower",
+  },
+  {
+    key: "mesh_snapshot_to_dns_p99",
+    label: "snapshot announcing a Service → CoreDNS answers p99 (peer: reload)",
+    figure: "mesh_snapshot_to_dns_p99_ms",
+    peer: "mesh_coredns_reload_ms",
+    unit: "ms",
+    better: "lower",
     absolute: { max: 1000 },
   },
 ];
