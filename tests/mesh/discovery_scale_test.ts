@@ -92,6 +92,10 @@ Deno.test("discovery scale [moto]: 50 agents on simulated Pods APIs converge; a 
       `file:${caFile}`,
       "--pods-api-socket",
       childPods.socket,
+      // Not under test here; on, it would attach to this machine's interfaces, and a SIGKILL
+      // leaves a dataplane serving (the services e2e test runs it in network namespaces).
+      "--dataplane",
+      "off",
     ],
     stdin: "null",
     stdout: "null",
