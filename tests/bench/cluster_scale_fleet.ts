@@ -62,6 +62,8 @@ function merge(all: Record<string, number>[]): Record<string, number> {
 class Worker {
   readonly child: Deno.ChildProcess;
   readonly #pending = new Map<number, (body: unknown) => void>();
+  readonly #failures = new Map<number, (err: Error) => void>();
+  #exited?: string;
   #next = 0;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
 
@@ -80,6 +82,11 @@ class Worker {
     }).spawn();
     this.#writer = this.child.stdin.getWriter();
     void this.#read();
+    // A worker that dies (a crash of the runtime included) fails every command still waiting.
+    void this.child.status.then((status) => {
+      this.#exited = `a worker process exited (code ${status.code}, signal ${status.signal})`;
+      for (const fail of this.#failures.values()) fail(new Error(this.#exited));
+    });
   }
 
   async #read(): Promise<void> {
@@ -95,15 +102,18 @@ class Worker {
         const body = JSON.parse(line.slice(2));
         this.#pending.get(body.id)?.(body);
         this.#pending.delete(body.id);
+        this.#failures.delete(body.id);
       }
     }
   }
 
   send<T>(command: WorkerRequest): Promise<T> {
+    if (this.#exited) return Promise.reject(new Error(this.#exited));
     const id = this.#next++;
-    const answer = new Promise<T>((resolve) =>
-      this.#pending.set(id, resolve as (b: unknown) => void)
-    );
+    const answer = new Promise<T>((resolve, reject) => {
+      this.#pending.set(id, resolve as (b: unknown) => void);
+      this.#failures.set(id, reject);
+    });
     void this.#writer.write(new TextEncoder().encode(JSON.stringify({ ...command, id }) + "\n"));
     return answer;
   }
