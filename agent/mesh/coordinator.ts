@@ -20,7 +20,7 @@ import {
   sameEndpoints,
 } from "../../core/endpoint_snapshot.ts";
 import type { Logger } from "../../core/log.ts";
-import type { CoordinatorStream } from "./mesh_service.ts";
+import { type CoordinatorStream, endCall } from "./mesh_service.ts";
 
 /** Options of `Coordinator`. */
 export interface CoordinatorOptions {
@@ -139,7 +139,7 @@ export class Coordinator {
   /** Serves one member stream whose peer certificate names `peer`. */
   accept(stream: CoordinatorStream, peer: string): void {
     if (this.#stopped) {
-      stream.destroy(new Error("not the coordinator"));
+      endCall(stream, "not the coordinator");
       return;
     }
     let joined = false;
@@ -152,7 +152,7 @@ export class Coordinator {
         }
       } catch (err) {
         this.#o.log.warn("mesh report refused", { peer, error: (err as Error).message });
-        stream.destroy(err as Error);
+        endCall(stream, (err as Error).message);
         return;
       }
       this.counters.reportsIn++;
@@ -196,7 +196,7 @@ export class Coordinator {
     for (const a of this.#announced.values()) clearTimeout(a.timer);
     for (const m of this.#members.values()) {
       clearTimeout(m.drop);
-      for (const s of m.streams) s.destroy(new Error("coordinator stopped"));
+      for (const s of m.streams) endCall(s, "coordinator stopped");
     }
     this.#members.clear();
   }

@@ -14,7 +14,12 @@ import type { ObjectStore } from "../../core/object_store.ts";
 import { type Announcers, Coordinator } from "./coordinator.ts";
 import { readCoordinatorRecord, writeCoordinatorRecord } from "./coordinator_record.ts";
 import { MeshMember } from "./member.ts";
-import { type CoordinatorStream, MESH_CHANNEL_OPTIONS, MESH_SERVICE } from "./mesh_service.ts";
+import {
+  type CoordinatorStream,
+  endCall,
+  MESH_CHANNEL_OPTIONS,
+  MESH_SERVICE,
+} from "./mesh_service.ts";
 import {
   type ClusterCa,
   issueNodeTls,
@@ -141,11 +146,11 @@ export class MeshNode {
       exchange: (call: CoordinatorStream) => {
         const peer = peerNodeId(call.getAuthContext()?.sslPeerCertificate, this.#o.cluster);
         if (!peer) {
-          call.destroy(new Error("no cluster node certificate"));
+          endCall(call, "no cluster node certificate");
           return;
         }
         if (!this.#coordinator || !this.#lease.holds()) {
-          call.destroy(new Error("not the coordinator"));
+          endCall(call, "not the coordinator");
           return;
         }
         this.#coordinator.accept(call, peer);
@@ -199,6 +204,12 @@ export class MeshNode {
       }
     } catch (err) {
       this.#o.log.warn("mesh election step failed", { error: (err as Error).message });
+      // Cut off from the bucket: the lease runs out on our own clock, and so does our term.
+      if (this.#coordinator && !this.#lease.holds()) {
+        this.#coordinator.stop();
+        this.#coordinator = undefined;
+        this.#o.log.info("mesh coordinator lease expired", {});
+      }
     }
     this.#scheduleElection();
   }

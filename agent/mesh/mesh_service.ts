@@ -37,6 +37,15 @@ export type MemberStream = grpc.ClientDuplexStream<NodeReport, unknown>;
 /** The stream the coordinator holds: reports in, snapshots out. */
 export type CoordinatorStream = grpc.ServerDuplexStream<unknown, ClusterSnapshot>;
 
+/**
+ * Ends a call the server holds with an UNAVAILABLE status its member sees (it then reconnects).
+ * Not `destroy()`: a grpc-js server stream has no `_destroy`, so a destroyed one never sends its
+ * status and the member's call stays open, the member believing it is still connected.
+ */
+export function endCall(call: CoordinatorStream, details: string): void {
+  call.emit("error", { code: grpc.status.UNAVAILABLE, details });
+}
+
 /** The client class of the service. */
 export const MeshClient = grpc.makeGenericClientConstructor(MESH_SERVICE, "Mesh");
 
