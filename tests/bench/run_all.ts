@@ -223,6 +223,15 @@ export const ROWS: Row[] = [
     absolute: { max: 3 },
   },
   {
+    key: "cluster_apply_subset_p99",
+    label: "cluster apply → manifest p99, 100 agents: mesh vs direct",
+    figure: "apply_to_manifest_p99_s_mesh_subset",
+    peer: "apply_to_manifest_p99_s_direct",
+    unit: "s",
+    better: "lower",
+    absolute: { max: 3 },
+  },
+  {
     key: "cluster_apply_announce_p99",
     label: "cluster apply → announcement at every agent p99 (peer: poll)",
     figure: "apply_to_announce_p99_s_1000_nodes",
