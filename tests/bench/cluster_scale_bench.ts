@@ -313,7 +313,6 @@ try {
     await sleep(POLL_MS + Math.random() * POLL_MS);
   }
   const subsetStats = stats(subsetLatencies);
-  figures.apply_to_manifest_p50_s_mesh_subset = subsetStats.p50;
   figures.apply_to_manifest_p99_s_mesh_subset = subsetStats.p99;
   console.log(
     `the same ${BASELINE_NODES} agents with the mesh: apply → manifest p50 ${

@@ -29,7 +29,7 @@ interface Bench {
 /** Every benchmark of the project, in the order they run. */
 export const BENCHES: Bench[] = [
   { name: "deploy spine", script: "deploy_spine_bench.ts" },
-  // The longest (about 15 minutes: 1,000 simulated agents join over 4 minutes).
+  // The longest (15–20 minutes: 1,000 simulated agents join over 4 minutes).
   { name: "cluster scale", script: "cluster_scale_bench.ts" },
   { name: "registry", script: "registry_bench.ts" },
   { name: "identity", script: "identity_bench.ts" },
