@@ -459,9 +459,15 @@ spec:
             await crictl("pods", "--name", "hello", "--state", "ready", "-o", "json"),
           ).items;
           const pid = JSON.parse(await crictl("inspectp", "-o", "json", sandbox.id)).info.pid;
-          assert.deepEqual(await dig(dnsAddress, "AAAA", name, pid), {
-            status: "NOERROR",
-            answers: [vip],
+          // The Pod's first packet to the host may wait for neighbour discovery on its veth:
+          // dig tries once per second, so ask until the answer comes (or 15 s pass).
+          let fromPod = {};
+          await waitFor("CoreDNS answering from inside the Pod", async () => {
+            fromPod = await dig(dnsAddress, "AAAA", name, pid);
+            return JSON.stringify(fromPod) ===
+              JSON.stringify({ status: "NOERROR", answers: [vip] });
+          }, 15_000).catch((e) => {
+            throw new Error(`${e.message}: ${JSON.stringify(fromPod)}`);
           });
         },
       );
