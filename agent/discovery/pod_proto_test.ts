@@ -1,18 +1,12 @@
 import assert from "node:assert/strict";
 import { decodePod, decodeWatchEvent } from "./pod_proto.ts";
 import { lengthDelimited, WireError } from "./protobuf_wire.ts";
+import { concatBytes } from "../../core/bytes.ts";
 
 const enc = new TextEncoder();
 const str = (field: number, s: string) => lengthDelimited(field, enc.encode(s));
-const join = (...parts: Uint8Array[]) => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-};
+const join = (...parts: Uint8Array[]) =>
+  concatBytes(parts, parts.reduce((n, p) => n + p.length, 0));
 const msg = (field: number, ...parts: Uint8Array[]) => lengthDelimited(field, join(...parts));
 
 /** A v1.Pod the way kubelet encodes one, with fields discovery skips in between. */

@@ -18,7 +18,7 @@ import { hasLoopbackAddress, localDnsAddress } from "../../cli/local/node_dns.ts
 import { isRunning } from "../../cli/local/node_processes.ts";
 import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
 import { mirrorPauseImage, pushStaticProgram } from "../support/node_images.ts";
-import { freePort, moto, putParameter, putSecret } from "../support/moto.ts";
+import { freePort, moto, motoEnv, putParameter, putSecret } from "../support/moto.ts";
 import { podmin, waitFor } from "../support/programs.ts";
 import { startDistributionRegistry } from "../support/registry.ts";
 import { testWith } from "../support/requirements.ts";
@@ -92,12 +92,7 @@ testWith(
     const stateDir = path.join(work, "state");
     const bucketName = await m.createBucket("podmin-node-test");
     const bucket = `s3://${bucketName}`;
-    const env = {
-      AWS_ENDPOINT_URL: m.endpoint,
-      AWS_ACCESS_KEY_ID: "test",
-      AWS_SECRET_ACCESS_KEY: "test",
-      AWS_REGION: "us-east-1",
-    };
+    const env = motoEnv(m);
     for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);
     const upstream = await startDistributionRegistry();
     const registryPort = await freePort();

@@ -23,7 +23,7 @@ import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
 import { faultProxy } from "../support/fault_proxy.ts";
 import { nsRun, sh, Topology } from "../support/dataplane_topology.ts";
 import { mirrorPauseImage, pushStaticProgram } from "../support/node_images.ts";
-import { freePort, moto } from "../support/moto.ts";
+import { freePort, moto, motoEnv } from "../support/moto.ts";
 import { podmin, waitFor } from "../support/programs.ts";
 import { startDistributionRegistry } from "../support/registry.ts";
 import { testWith } from "../support/requirements.ts";
@@ -124,12 +124,7 @@ testWith(
     const work = await Deno.makeTempDir({ prefix: "podmin-svc-" });
     const stateDir = path.join(work, "state");
     const bucket = `s3://${await m.createBucket("podmin-svc-e2e")}`;
-    const env = {
-      AWS_ENDPOINT_URL: m.endpoint,
-      AWS_ACCESS_KEY_ID: "test",
-      AWS_SECRET_ACCESS_KEY: "test",
-      AWS_REGION: "us-east-1",
-    };
+    const env = motoEnv(m);
     for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);
     const upstream = await startDistributionRegistry();
     const topo = Topology.create("se");

@@ -29,6 +29,16 @@ export interface Moto {
   start(): Promise<void>;
 }
 
+/** The environment of a program that talks to `m` (endpoint, test credentials, region). */
+export function motoEnv(m: Pick<Moto, "endpoint">): Record<string, string> {
+  return {
+    AWS_ENDPOINT_URL: m.endpoint,
+    AWS_ACCESS_KEY_ID: "test",
+    AWS_SECRET_ACCESS_KEY: "test",
+    AWS_REGION: "us-east-1",
+  };
+}
+
 /** A moto server of one test only. */
 export interface DedicatedMoto extends Moto {
   /**

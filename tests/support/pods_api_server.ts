@@ -20,6 +20,7 @@
 
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
+import { concatBytes } from "../../core/bytes.ts";
 
 /** A Pod as the simulated kubelet reports it. */
 export interface SimPod {
@@ -60,13 +61,7 @@ function varint(n: number): number[] {
 }
 
 function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatBytes(parts, parts.reduce((n, p) => n + p.length, 0));
 }
 
 /** A length-delimited field (wire type 2). */
