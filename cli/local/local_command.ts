@@ -1,6 +1,7 @@
 /** `podmin local up | down | status | exec`: a real single-node cluster on this host. */
 
 import * as path from "node:path";
+import { agentV8FlagsArg } from "../../core/agent_runtime_settings.ts";
 import { type Command, type CommandContext } from "../../core/cli_kit.ts";
 import { UsageError } from "../../core/errors.ts";
 import { defaultCacheDir } from "../setup/dependency_cache.ts";
@@ -81,7 +82,7 @@ async function agentCommand(explicit?: string): Promise<string[]> {
   if (source.protocol === "file:") {
     try {
       await Deno.stat(source);
-      return [Deno.execPath(), "run", "--allow-all", source.pathname];
+      return [Deno.execPath(), "run", "--allow-all", agentV8FlagsArg(), source.pathname];
     } catch { /* not a source tree */ }
   }
   const beside = path.join(path.dirname(Deno.execPath()), "podmin-agent");

@@ -18,6 +18,7 @@
  */
 
 import * as path from "node:path";
+import { AGENT_ENV } from "../../core/agent_runtime_settings.ts";
 import { IDENTITY_WRITES, imageTagKey, parseImageRepository } from "../../core/bucket_layout.ts";
 import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
 import { newCaPem } from "../setup/cluster_cas.ts";
@@ -433,8 +434,9 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
       mountNs: state.mountNs!,
       argv: specs[name].argv,
       log: path.join(p.logs, `${name}.log`),
-      // Only the agent needs the caller's environment (AWS credentials, endpoint).
-      env: name === "podmin-agent" ? { ...Deno.env.toObject(), ...env } : env,
+      // Only the agent needs the caller's environment (AWS credentials, endpoint); it runs with
+      // the process settings nodes give it.
+      env: name === "podmin-agent" ? { ...Deno.env.toObject(), ...env, ...AGENT_ENV } : env,
     });
     state.daemons[name] = daemon;
     await writeState(o.stateDir, state);

@@ -4,8 +4,10 @@
  * 1. apply → manifest-on-disk latency, p50/p99 over 100 applies, against the
  *    agent's poll interval (the floor: a change waits for the next poll).
  * 2. With 1,000 Deployments in the index: requests and body bytes of a cold
- *    pass and of an idle poll (must be one not-modified GET, 0 body bytes),
- *    and the agent's RSS against an agent polling an empty index.
+ *    pass and of an idle poll (must be one not-modified GET, 0 body bytes).
+ * 3. With 1,000 Deployments and 1,000 Services: the RSS and idle CPU of the agent as
+ *    shipped (tests/bench/shipped_agent.ts: the bundle with the runtime settings), against
+ *    the same agent polling an empty bucket, and the bundle without the settings for reference.
  *
  * Run: deno task bench:deploy
  */
@@ -22,6 +24,7 @@ import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../support/moto.ts";
 import { nodeAgentArgs, spawnAgent, waitFor } from "../support/programs.ts";
 import { benchSmoke, processCpuSeconds, recordFigures } from "./bench_output.ts";
+import { shippedAgent } from "./shipped_agent.ts";
 
 const POLL_MS = 250;
 const SMOKE = benchSmoke();
@@ -41,6 +44,15 @@ function deployment(name: string, nodeGroup: string, image: string): Resource {
         spec: { containers: [{ name: "main", image, ports: [{ containerPort: 8080 }] }] },
       },
     },
+  });
+}
+
+function service(name: string, app: string): Resource {
+  return parseResource({
+    apiVersion: "podmin.dev/v1",
+    kind: "Service",
+    metadata: { name },
+    spec: { selector: { app }, ports: [{ port: 80, targetPort: 8080 }] },
   });
 }
 
@@ -176,12 +188,30 @@ try {
     Deno.exitCode = 1;
   }
 
-  // RSS and idle CPU of a running agent at the default interval: empty index vs BIG deployments.
+  // --- 3. RSS and idle CPU of the shipped agent at the default interval ------------
+  // BIG Services beside the BIG Deployments (each selecting one Deployment's Pods).
+  await applyResources({
+    store: bigStore,
+    resources: Array.from({ length: BIG }, (_, i) => service(`s${i}`, `d${i}`)),
+  });
+  const shipped = await shippedAgent(tmp);
+  const unset = { argv: shipped.argv.filter((a) => !a.startsWith("--v8-flags")), env: {} };
   const empty = await m.createBucket();
   const rss: number[] = [];
   const cpuPct: number[] = [];
-  for (const [b, d] of [[empty, "rss-empty"], [big, "rss-big"]]) {
-    const a = spawnAgent(agentArgs(b, path.join(tmp, d), 2000));
+  const runs: [string, string, typeof shipped][] = [
+    [empty, "rss-empty", shipped],
+    [big, "rss-big", shipped],
+    [big, "rss-big-unset", unset],
+  ];
+  for (const [b, d, how] of runs) {
+    const a = new Deno.Command(how.argv[0], {
+      args: [...how.argv.slice(1), ...agentArgs(b, path.join(tmp, d), 2000)],
+      env: how.env,
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
     try {
       await waitFor("status", async () => {
         try {
@@ -205,14 +235,17 @@ try {
     }
   }
   console.log(
-    `agent RSS: ${(rss[1] / 1024).toFixed(1)} MiB with ${BIG} deployments vs ${
-      (rss[0] / 1024).toFixed(1)
-    } MiB with none (${(rss[1] / rss[0]).toFixed(2)}×)`,
+    `agent RSS (bundle, runtime settings): ${(rss[1] / 1024).toFixed(1)} MiB with ${BIG} ` +
+      `deployments + ${BIG} services vs ${(rss[0] / 1024).toFixed(1)} MiB with none (${
+        (rss[1] / rss[0]).toFixed(2)
+      }×); without the settings ${(rss[2] / 1024).toFixed(1)} MiB`,
   );
   console.log(
     `agent idle CPU (2 s interval, ${IDLE_WINDOW_MS / 1000} s window): ${
       cpuPct[1].toFixed(2)
-    } % of a core with ${BIG} deployments vs ${cpuPct[0].toFixed(2)} % with none`,
+    } % of a core with ${BIG} deployments + ${BIG} services vs ${
+      cpuPct[0].toFixed(2)
+    } % with none; without the settings ${cpuPct[2].toFixed(2)} %`,
   );
   await recordFigures({
     deploy_apply_p50_ms: p50,
@@ -224,6 +257,8 @@ try {
     deploy_agent_rss_empty_mib: rss[0] / 1024,
     deploy_agent_idle_cpu_pct: cpuPct[1],
     deploy_agent_idle_cpu_empty_pct: cpuPct[0],
+    deploy_agent_rss_unset_mib: rss[2] / 1024,
+    deploy_agent_idle_cpu_unset_pct: cpuPct[2],
   });
 } finally {
   await Deno.remove(tmp, { recursive: true });

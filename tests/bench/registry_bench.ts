@@ -30,6 +30,7 @@ import {
   processCpuSeconds,
   recordFigures,
 } from "./bench_output.ts";
+import { shippedAgent } from "./shipped_agent.ts";
 
 const SMOKE = benchSmoke();
 const BLOB_BYTES = (SMOKE ? 1 : 100) * 1024 * 1024;
@@ -39,7 +40,6 @@ const REPO = "apps/bench";
 const TAG = "1.0";
 const MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json";
 const CREDS = { AWS_ACCESS_KEY_ID: "testing", AWS_SECRET_ACCESS_KEY: "testing" };
-const root = new URL("../../", import.meta.url).pathname;
 const enc = new TextEncoder();
 
 /** A server process of the benchmark, with its CPU time and RSS from /proc. */
@@ -83,21 +83,24 @@ async function serve(
   };
 }
 
-async function podminRegistry(bucketUrl: string, env: Record<string, string>): Promise<Server> {
+/** The agent's registry as nodes run it (the bundle with the runtime settings). */
+async function podminRegistry(
+  agent: { argv: string[]; env: Record<string, string> },
+  bucketUrl: string,
+  env: Record<string, string>,
+): Promise<Server> {
   const address = `127.0.0.1:${await freePort()}`;
   return await serve({
-    cmd: Deno.execPath(),
+    cmd: agent.argv[0],
     args: [
-      "run",
-      "--allow-all",
-      `${root}agent/main.ts`,
+      ...agent.argv.slice(1),
       "registry",
       "--bucket",
       bucketUrl,
       "--listen",
       address,
     ],
-    env,
+    env: { ...env, ...agent.env },
     base: `http://${address}`,
   });
 }
@@ -277,6 +280,7 @@ async function manifestLatency(bases: Record<string, string>) {
 }
 
 const tmp = await Deno.makeTempDir({ prefix: "podmin-bench-registry-" });
+const agent = await shippedAgent(tmp);
 const servers: Server[] = [];
 const m = await moto();
 try {
@@ -291,7 +295,7 @@ try {
   const s3 = new S3Store({ bucket, region: "us-east-1", endpoint: m.endpoint });
   await putPodmin(s3, image);
   const rawKey = imageBlobKey("apps", image.layerDesc.digest.slice(7));
-  const podS3 = await podminRegistry(`s3://${bucket}`, s3Env);
+  const podS3 = await podminRegistry(agent, `s3://${bucket}`, s3Env);
   servers.push(podS3);
   const distBucket = await m.createBucket();
   const distS3 = await distribution(
@@ -316,7 +320,7 @@ try {
   const fsRoot = path.join(tmp, "fs-bucket");
   await createFsBucket(fsRoot);
   await putPodmin(new FsStore({ root: fsRoot, durable: false }), image);
-  const podFs = await podminRegistry(`file://${fsRoot}`, s3Env);
+  const podFs = await podminRegistry(agent, `file://${fsRoot}`, s3Env);
   servers.push(podFs);
   const distFs = await distribution(
     path.join(tmp, "dist-fs"),

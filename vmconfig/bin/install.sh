@@ -136,7 +136,7 @@ node)
 # Podmin: podmin-agent as the pinned Deno runtime running the agent bundle (runtime-plus-bundle
 # distribution). Installed by vmconfig's install.sh; do not edit.
 export DENO_DIR=/var/lib/podmin/deno DENO_NO_UPDATE_CHECK=1 DENO_NO_PROMPT=1
-exec /usr/local/lib/podmin/deno run --allow-all --no-config --no-lock /usr/local/lib/podmin/podmin-agent.js "$@"
+exec /usr/local/lib/podmin/deno run --allow-all --no-config --no-lock --v8-flags=--max-semi-space-size=1 /usr/local/lib/podmin/podmin-agent.js "$@"
 EOT
     plan+=("$scratch/podmin-agent-launcher|/usr/local/bin/podmin-agent|0755")
   else
