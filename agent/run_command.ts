@@ -156,7 +156,7 @@ Example:
     // With the mesh, reads of the deployments index, the services index and the CA state follow
     // the coordinator's announcements (spec §7.9): an idle cluster's reads are the coordinator's.
     let meshConnected = () => false;
-    let meshCoordinator = () => false;
+    let meshContends = () => true;
     const notified = (object: AnnouncedObject) =>
       f.meshListen && !f.once
         ? new IndexNotifier({ object, connected: () => meshConnected() })
@@ -205,8 +205,9 @@ Example:
       retry: AGENT_RETRY,
       ...f.identity,
       stateDir,
-      // With the mesh only its coordinator (and disconnected agents) contend: O(1) lease reads.
-      contend: f.meshListen ? () => !meshConnected() || meshCoordinator() : undefined,
+      // With the mesh only its coordinator (and a few disconnected agents) contend: O(1) lease
+      // reads (ContentionGate).
+      contend: f.meshListen ? () => meshContends() : undefined,
       log,
     });
     if (f.once) {
@@ -356,7 +357,7 @@ Example:
     if (mesh) {
       const joined = mesh;
       meshConnected = () => joined.connected();
-      meshCoordinator = () => joined.coordinator();
+      meshContends = () => joined.contends();
       meshSnapshot = () => joined.snapshot;
     }
     // The mesh is optional: a node whose mesh cannot start still runs its Pods.

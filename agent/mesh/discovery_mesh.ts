@@ -127,6 +127,11 @@ export class DiscoveryMesh {
     return this.#mesh?.member.connected() ?? false;
   }
 
+  /** Whether this agent steps the leases now (`MeshNode.contends`; true before the mesh runs). */
+  contends(): boolean {
+    return this.#mesh?.contends() ?? true;
+  }
+
   async stop(): Promise<void> {
     clearInterval(this.#timer);
     this.#watch?.stop();

@@ -3,7 +3,11 @@
  * (`dns/coordinator.json`), sends its complete local endpoints on every change and as a heartbeat,
  * and keeps the newest complete snapshot it received (term first, then version). When the
  * coordinator is unreachable it keeps its last snapshot (the dataplane keeps running) and
- * reconnects with jittered backoff, re-reading the coordinator record each time.
+ * reconnects with jittered backoff. The coordinator record changes only when a lease is won, so
+ * the member reads it once right after losing its stream (a handover may be done already), then
+ * not before `recordQuietMs` (the lease: no new coordinator can exist sooner) and from then on at
+ * most once per `recordReadMs` (an election step), both jittered; between reads it retries the
+ * endpoint it knows, which costs the bucket nothing.
  */
 
 import type * as grpc from "@grpc/grpc-js";
@@ -34,6 +38,10 @@ export interface MeshMemberOptions {
   heartbeatMs?: number;
   /** Reconnect backoff cap (default 2 s: a new coordinator is found quickly). */
   maxBackoffMs?: number;
+  /** Least time between two reads of the coordinator record (default 0: every attempt). */
+  recordReadMs?: number;
+  /** After a lost stream and one read, no read for this long (default 0). */
+  recordQuietMs?: number;
   log: Logger;
 }
 
@@ -51,6 +59,13 @@ export class MeshMember {
   #heartbeat?: ReturnType<typeof setInterval>;
   #connectedTo?: string;
   #lastError?: string;
+  #record?: CoordinatorRecord;
+  /** A reconnect attempt waits for its backoff timer. */
+  #waiting = false;
+  /** When the next attempt may read the record. */
+  #nextReadAt = -Infinity;
+  /** Set when a stream is lost: the read after the immediate one waits until then. */
+  #quietUntil?: number;
   /** Reports this member sent (the scale test counts messages). */
   reportsOut = 0;
 
@@ -88,6 +103,21 @@ export class MeshMember {
     this.#client?.close();
   }
 
+  /**
+   * The record was just rewritten (by this node): the next attempt reads it, and comes now when
+   * one is waiting for its backoff (an attempt under way or a stream's end brings the next one).
+   */
+  recordChanged(): void {
+    this.#nextReadAt = -Infinity;
+    this.#quietUntil = undefined;
+    if (this.#stopped || !this.#waiting) return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#waiting = false;
+      void this.#connect();
+    }, 0);
+  }
+
   /** Sets this node's complete local endpoints; sent at once when they changed. */
   setEndpoints(endpoints: EndpointSet): void {
     if (JSON.stringify(endpoints) === JSON.stringify(this.#endpoints)) return;
@@ -112,12 +142,21 @@ export class MeshMember {
 
   async #connect(): Promise<void> {
     if (this.#stopped) return;
-    let record: CoordinatorRecord | undefined;
-    try {
-      record = await this.#o.coordinator();
-    } catch (err) {
-      this.#retry(`reading the coordinator record: ${(err as Error).message}`);
-      return;
+    let record = this.#record;
+    const now = performance.now();
+    if (now >= this.#nextReadAt) {
+      const jitter = 0.8 + 0.4 * Math.random();
+      this.#nextReadAt = Math.max(
+        now + (this.#o.recordReadMs ?? 0) * jitter,
+        this.#quietUntil ?? -Infinity,
+      );
+      this.#quietUntil = undefined;
+      try {
+        record = this.#record = await this.#o.coordinator();
+      } catch (err) {
+        this.#retry(`reading the coordinator record: ${(err as Error).message}`);
+        return;
+      }
     }
     if (!record) {
       this.#retry("no coordinator yet");
@@ -141,6 +180,13 @@ export class MeshMember {
       if (ended) return;
       ended = true;
       if (this.#stream === stream) {
+        // A stream that delivered snapshots is lost: read the record once at once, then not
+        // before a lease could have run out (the quiet time, jittered by up to a third).
+        if (this.#connectedTo !== undefined) {
+          const quiet = this.#o.recordQuietMs ?? 0;
+          this.#nextReadAt = -Infinity;
+          this.#quietUntil = performance.now() + quiet * (1 + Math.random() / 3);
+        }
         this.#stream = undefined;
         this.#connectedTo = undefined;
       }
@@ -177,6 +223,10 @@ export class MeshMember {
       backoffMs({ attempts: 0, baseMs: 100, maxMs: this.#o.maxBackoffMs ?? 2_000 }, this.#failures),
     );
     clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => void this.#connect(), delay);
+    this.#waiting = true;
+    this.#timer = setTimeout(() => {
+      this.#waiting = false;
+      void this.#connect();
+    }, delay);
   }
 }

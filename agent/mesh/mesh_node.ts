@@ -11,6 +11,7 @@ import { MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
 import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
 import type { Logger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
+import { ContentionGate } from "./contention_gate.ts";
 import { type Announcers, Coordinator } from "./coordinator.ts";
 import { readCoordinatorRecord, writeCoordinatorRecord } from "./coordinator_record.ts";
 import { MeshMember } from "./member.ts";
@@ -45,6 +46,8 @@ export interface MeshNodeOptions {
   advertiseHost: string;
   /** Coordinator lease duration (default 15 s). */
   leaseMs?: number;
+  /** Disconnected agents that step the leases per election step (default 3; ContentionGate). */
+  contenders?: number;
   /** Member heartbeat (default 5 s). */
   heartbeatMs?: number;
   /** How long a disconnected member's endpoints stay (default 10 s). */
@@ -62,6 +65,7 @@ export class MeshNode {
   readonly #o: MeshNodeOptions;
   readonly member: MeshMember;
   readonly #lease: BucketLease;
+  readonly #gate: ContentionGate;
   #tls?: NodeTls;
   #server?: grpc.Server;
   #port = 0;
@@ -77,11 +81,19 @@ export class MeshNode {
       holder: options.nodeId,
       durationMs: options.leaseMs ?? 15_000,
     });
+    this.#gate = new ContentionGate({
+      contenders: options.contenders,
+      slotMs: this.#stepMs(),
+    });
     this.member = new MeshMember({
       nodeId: options.nodeId,
       nodeGroup: options.nodeGroup,
       tls: () => this.#tls!,
       coordinator: () => readCoordinatorRecord(options.store),
+      // A record changes only when a lease is won: after a loss, one read, none for a lease,
+      // then one per election step.
+      recordReadMs: this.#stepMs(),
+      recordQuietMs: options.leaseMs ?? 15_000,
       onSnapshot: options.onSnapshot,
       heartbeatMs: options.heartbeatMs,
       log: options.log,
@@ -91,6 +103,16 @@ export class MeshNode {
   /** The coordinator, while this node is it. */
   get coordinator(): Coordinator | undefined {
     return this.#coordinator;
+  }
+
+  /**
+   * Whether this agent steps the leases now (the coordinator lease here, the CA lease in the
+   * identity-ca loop): the coordinator does; a connected member does not; a disconnected one
+   * once its `ContentionGate` slot came.
+   */
+  contends(): boolean {
+    if (this.#coordinator) return true;
+    return this.#gate.contend(this.member.connected(), this.member.snapshot?.nodes);
   }
 
   /** The bound port. */
@@ -170,8 +192,9 @@ export class MeshNode {
     if (this.#stopped) return;
     // A member with a live stream to a coordinator does not contend (no lease reads while idle:
     // the cluster's election reads are the coordinator's renewals alone); once its stream ends,
-    // it steps the lease and takes over after the holder's lease ran out.
-    if (!this.#coordinator && this.member.connected()) {
+    // it steps the lease when its contention slot comes and takes over after the holder's lease
+    // ran out.
+    if (!this.contends()) {
       this.#scheduleElection();
       return;
     }
@@ -196,6 +219,7 @@ export class MeshNode {
           endpoint: `${host}:${this.#port}`,
           serverName: nodeServerName(this.#o.cluster, this.#o.nodeId),
         });
+        this.member.recordChanged();
         this.#o.log.info("mesh coordinator", { term: step.term });
       } else if (!step.leader && this.#coordinator) {
         this.#coordinator.stop();
@@ -214,10 +238,14 @@ export class MeshNode {
     this.#scheduleElection();
   }
 
+  /** The election step: a third of the lease. */
+  #stepMs(): number {
+    return Math.max(50, Math.floor((this.#o.leaseMs ?? 15_000) / 3));
+  }
+
   #scheduleElection(): void {
     if (this.#stopped) return;
-    const every = Math.max(50, Math.floor((this.#o.leaseMs ?? 15_000) / 3));
-    this.#timer = setTimeout(() => void this.#elect(), every);
+    this.#timer = setTimeout(() => void this.#elect(), this.#stepMs());
   }
 
   #coordinatorTerm?: number;

@@ -190,8 +190,8 @@ class SimAgent {
       trustWindowMs: d(IDENTITY_DEFAULTS.trustWindow),
       clockSkewMs: d(IDENTITY_DEFAULTS.clockSkew),
       stateDir: path.join(base, "state"),
-      // As run_command: with the mesh only its coordinator and disconnected agents contend.
-      contend: config.mesh ? () => !connected() || !!this.mesh?.coordinator : undefined,
+      // As run_command: with the mesh only its coordinator and a few disconnected agents contend.
+      contend: config.mesh ? () => this.mesh?.contends() ?? true : undefined,
       log,
     });
     let lastGeneration: number | undefined;

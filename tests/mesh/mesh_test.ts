@@ -17,6 +17,8 @@ import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
 import { silentLogger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { openStore } from "../../core/store_url.ts";
+import { MESH_COORDINATOR, MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
+import { countingStore } from "../support/counting_store.ts";
 import { moto } from "../support/moto.ts";
 
 async function clusterCa(name: string): Promise<ClusterCa> {
@@ -56,7 +58,8 @@ const ip = (i: number) => `fd00:706d:6e:${(i + 1).toString(16)}::a`;
 Deno.test("mesh [moto]: 50 agents converge to one snapshot; O(N) messages per change; a killed coordinator is replaced", async () => {
   const m = await moto();
   const bucket = await m.createBucket();
-  const store = openStore(`s3://${bucket}`);
+  const counting = countingStore(openStore(`s3://${bucket}`));
+  const store = counting.store;
   const ca = await clusterCa("podmin cluster CA test");
   const N = 50;
   const leaseMs = 3_000;
@@ -107,8 +110,17 @@ Deno.test("mesh [moto]: 50 agents converge to one snapshot; O(N) messages per ch
     // The coordinator dies without a word: another takes over within the lease and the
     // survivors converge to the new term without the dead node's endpoint.
     const deadIndex = nodes.indexOf(leader);
+    counting.reset();
     leader.mesh.crash();
     t0 = performance.now();
+    // Lease reads over the first lease duration after the crash (nobody can take over sooner).
+    const early = new Promise<{ reads: number; seconds: number }>((resolve) =>
+      setTimeout(() =>
+        resolve({
+          reads: counting.count("get", MESH_COORDINATOR_LEASE),
+          seconds: (performance.now() - t0) / 1000,
+        }), leaseMs)
+    );
     const survivors = nodes.filter((n) => n !== leader);
     await until("a new coordinator's complete snapshot", () =>
       survivors.every((n) => {
@@ -121,6 +133,28 @@ Deno.test("mesh [moto]: 50 agents converge to one snapshot; O(N) messages per ch
         (performance.now() - t0).toFixed(0)
       } ms ` +
         `(lease ${leaseMs} ms)`,
+    );
+    // What the failover cost the bucket: every survivor stepping the lease each step and reading
+    // the record at each reconnect attempt (≤ 2 s backoff) would be hundreds of reads; a few
+    // contenders per step (ContentionGate) and one record read per loss, per lease, per step
+    // after it are far fewer.
+    const failoverS = (performance.now() - t0) / 1000;
+    const stepS = leaseMs / 3 / 1000;
+    const { reads: earlyReads, seconds: earlyS } = await early;
+    const everyStep = (N - 1) * earlyS / stepS;
+    const recordReads = counting.count("get", MESH_COORDINATOR);
+    console.log(
+      `mesh: failover reads: lease ${earlyReads} in the first ${earlyS.toFixed(1)} s (every ` +
+        `survivor every step: ${everyStep.toFixed(0)}), ${
+          counting.count("get", MESH_COORDINATOR_LEASE)
+        } in all; coordinator record ${recordReads} (${
+          (recordReads / (N - 1)).toFixed(1)
+        } per survivor)`,
+    );
+    assert.ok(earlyReads < everyStep / 2, `lease reads ${earlyReads}`);
+    assert.ok(
+      recordReads <= (N - 1) * (2 + failoverS / stepS) / 2,
+      `record reads ${recordReads} in ${failoverS.toFixed(1)} s`,
     );
     const now = survivors.filter((n) => n.mesh.coordinator);
     assert.equal(now.length, 1);
