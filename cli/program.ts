@@ -1,7 +1,8 @@
 /**
  * The `podmin` program: its command list. Every entry holds a command's name, summary, help and
  * flags; its implementation is imported when it runs, so help and argument errors load no AWS SDK,
- * certificate library or image code (`local`, whose module holds both, loads when named).
+ * certificate library or image code (`local`'s help module loads when named, its implementation
+ * when it runs).
  */
 
 import type { Command, DeferredCommand, Program } from "../core/cli_kit.ts";
@@ -27,7 +28,7 @@ const version: Command = {
   },
 };
 
-/** `podmin local`: its help, flags and implementation share cli/local/local_command.ts. */
+/** `podmin local`: help and flags in cli/local/local_command.ts, loaded when named. */
 const local: DeferredCommand = {
   name: "local",
   summary: "a real single-node cluster on this host: local up | down | status | exec",

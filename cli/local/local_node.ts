@@ -19,6 +19,7 @@
 
 import * as path from "node:path";
 import { AGENT_ENV } from "../../core/agent_runtime_settings.ts";
+import { LOCAL_DEFAULTS } from "./local_defaults.ts";
 import { IDENTITY_WRITES, imageTagKey, parseImageRepository } from "../../core/bucket_layout.ts";
 import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
 import { newCaPem } from "../setup/cluster_cas.ts";
@@ -68,18 +69,6 @@ import {
   waitUntil,
 } from "./node_processes.ts";
 import { writePauseImageLayout } from "./pause_image.ts";
-
-/** Defaults of a local node. */
-export const LOCAL_DEFAULTS = {
-  stateDir: "/var/lib/podmin-local",
-  cluster: "local",
-  nodeGroup: "default",
-  /** A unique-local /80 standing in for the Pod ENI's delegated prefix. */
-  podPrefix: "fd00:706d:6e::/80",
-  registryPort: 5000,
-  sandboxImage: "registry.k8s.io/pause:3.10",
-  nodeName: "podmin-local",
-} as const;
 
 /** The daemons, in start order. */
 export const DAEMONS = ["containerd", "podmin-agent", "coredns", "kubelet"] as const;
