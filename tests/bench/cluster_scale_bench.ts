@@ -26,7 +26,7 @@
  * run prints how many requests each apply cost and how fast moto served them, so a latency bound by
  * moto's throughput is told apart from the product's.
  *
- * Run: deno task bench:scale [-- --nodes N --workers P ...]; `--smoke` (or $PODMIN_BENCH_SMOKE=1):
+ * Run: deno task bench:scale [--nodes N --workers P ...]; `--smoke` (or $PODMIN_BENCH_SMOKE=1):
  * a handful of agents, short windows and intervals (figures present, not meaningful).
  */
 

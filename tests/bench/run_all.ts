@@ -461,7 +461,7 @@ export async function runAll(
     for (const b of BENCHES) {
       if (b.optIn && !withOptIn) {
         notRun.add(b.name);
-        console.log(`\n== ${b.name}: not run (deno task bench -- --scale, or bench:scale)`);
+        console.log(`\n== ${b.name}: not run (deno task bench --scale, or deno task bench:scale)`);
         continue;
       }
       await runBench(b, { smoke: options.smoke, json, deadline });
