@@ -8,7 +8,7 @@
  *   same tmpfs, in the same run.
  *
  * Goal (issue #13): ≥ 500 certificates/s and ≥ 1× openssl's process-per-certificate rate.
- * Run: deno task bench:identity [-- --pods N]
+ * Run: deno task bench:identity [--pods N]
  */
 
 import * as path from "node:path";
