@@ -1,5 +1,7 @@
 /** openssl as the TLS peer of identity tests: a server that requires client certificates. */
 
+import { freePort } from "./moto.ts";
+
 export async function run(cmd: string, args: string[], stdin?: string) {
   const child = new Deno.Command(cmd, {
     args,
@@ -33,58 +35,71 @@ export async function mutualTls(
   server: TlsFiles,
   client: TlsFiles,
 ): Promise<{ ok: boolean; text: string }> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  const s = new Deno.Command("openssl", {
-    args: [
-      "s_server",
-      "-accept",
-      `127.0.0.1:${port}`,
-      "-cert",
-      server.cert,
-      "-key",
-      server.key,
-      "-CAfile",
-      server.ca,
-      "-Verify",
-      "1",
-      "-verify_return_error",
-      "-tls1_3",
-      "-naccept",
-      "1",
-      "-www",
-    ],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  try {
-    // Wait until the server listens (a probe connection would use up its one accept).
-    for (let i = 0; (await run("ss", ["-Hltn", `sport = :${port}`])).text.trim() === ""; i++) {
-      if (i > 200) throw new Error("openssl s_server did not listen");
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    const c = await run("openssl", [
-      "s_client",
-      "-connect",
-      `127.0.0.1:${port}`,
-      "-cert",
-      client.cert,
-      "-key",
-      client.key,
-      "-CAfile",
-      client.ca,
-      "-verify_return_error",
-      "-tls1_3",
-      "-quiet",
-    ], "GET / HTTP/1.0\r\n\r\n");
-    // -www answers only after the handshake, client certificate included, was accepted.
-    return { ok: c.code === 0 && c.text.includes("HTTP/1.0 200 ok"), text: c.text };
-  } finally {
+  // A free port may be taken again before s_server binds it: then it exits, and another is tried.
+  for (let attempt = 1;; attempt++) {
+    const port = await freePort();
+    const s = new Deno.Command("openssl", {
+      args: [
+        "s_server",
+        "-accept",
+        `127.0.0.1:${port}`,
+        "-cert",
+        server.cert,
+        "-key",
+        server.key,
+        "-CAfile",
+        server.ca,
+        "-Verify",
+        "1",
+        "-verify_return_error",
+        "-tls1_3",
+        "-naccept",
+        "1",
+        "-www",
+      ],
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    let exited = false;
+    const status = s.status.then((st) => (exited = true, st));
     try {
-      s.kill("SIGKILL");
-    } catch { /* exited */ }
-    await s.status;
-    await s.stdout.cancel().catch(() => {});
-    await s.stderr.cancel().catch(() => {});
+      // Wait until the server listens (a probe connection would use up its one accept).
+      let listening = false;
+      for (let i = 0; i < 400 && !exited; i++) {
+        if ((await run("ss", ["-Hltn", `sport = :${port}`])).text.trim() !== "") {
+          listening = true;
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      if (!listening) {
+        const why = exited ? `it exited: ${(await new Response(s.stderr).text()).trim()}` : "";
+        if (exited && attempt < 3) continue;
+        throw new Error(`openssl s_server did not listen on ${port} ${why}`);
+      }
+      const c = await run("openssl", [
+        "s_client",
+        "-connect",
+        `127.0.0.1:${port}`,
+        "-cert",
+        client.cert,
+        "-key",
+        client.key,
+        "-CAfile",
+        client.ca,
+        "-verify_return_error",
+        "-tls1_3",
+        "-quiet",
+      ], "GET / HTTP/1.0\r\n\r\n");
+      // -www answers only after the handshake, client certificate included, was accepted.
+      return { ok: c.code === 0 && c.text.includes("HTTP/1.0 200 ok"), text: c.text };
+    } finally {
+      try {
+        s.kill("SIGKILL");
+      } catch { /* exited */ }
+      await status;
+      await s.stderr.cancel().catch(() => {});
+    }
   }
 }
