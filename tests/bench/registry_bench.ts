@@ -13,7 +13,6 @@
  * `$PODMIN_BENCH_JSON` (see bench_output.ts); `$PODMIN_BENCH_SMOKE=1` uses 1 MiB and few rounds.
  */
 
-import { createHash, createHmac } from "node:crypto";
 import * as path from "node:path";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { imageBlobKey, imageManifestKey, imageTagKey } from "../../core/bucket_layout.ts";
@@ -23,6 +22,7 @@ import type { ObjectStore } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { freePort, moto } from "../support/moto.ts";
 import { waitFor } from "../support/programs.ts";
+import { SmithySha256 } from "../support/smithy_sha256.ts";
 import {
   benchSmoke,
   median,
@@ -132,26 +132,6 @@ async function curlMiBs(url: string): Promise<number> {
   return speed / (1024 * 1024);
 }
 
-/** SHA-256 (keyed: HMAC) in the shape the SigV4 signer wants. */
-class Sha256 {
-  #h: ReturnType<typeof createHash> | ReturnType<typeof createHmac>;
-  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
-    this.#h = secret === undefined ? createHash("sha256") : createHmac("sha256", bytes(secret));
-  }
-  update(data: string | ArrayBuffer | ArrayBufferView): void {
-    this.#h.update(bytes(data));
-  }
-  digest(): Promise<Uint8Array> {
-    return Promise.resolve(new Uint8Array(this.#h.digest()));
-  }
-}
-
-function bytes(data: string | ArrayBuffer | ArrayBufferView): string | Uint8Array {
-  if (typeof data === "string") return data;
-  if (data instanceof ArrayBuffer) return new Uint8Array(data);
-  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-}
-
 /** A presigned GET URL of an object on an S3 endpoint (the raw peer: no registry in between). */
 async function presignedGet(endpoint: string, bucket: string, key: string): Promise<string> {
   const url = new URL(`${endpoint}/${bucket}/${key}`);
@@ -159,7 +139,7 @@ async function presignedGet(endpoint: string, bucket: string, key: string): Prom
     credentials: { accessKeyId: "testing", secretAccessKey: "testing" },
     region: "us-east-1",
     service: "s3",
-    sha256: Sha256,
+    sha256: SmithySha256,
   });
   const signed = await signer.presign({
     method: "GET",
