@@ -40,7 +40,7 @@ export const KIND_WORDS: Record<Kind, string[]> = {
 };
 
 /**
- * The store named by --bucket / $PODMIN_BUCKET, in --region. The S3 SDK is imported for an s3://
+ * The store named by --bucket / $PODMIN_BUCKET, in --region. The S3 client is imported for an s3://
  * bucket only: a command on a filesystem bucket never loads it.
  */
 export async function storeOf(ctx: CommandContext): Promise<ObjectStore> {

@@ -1,8 +1,8 @@
 /**
  * The `--bucket` URL: `s3://NAME` or `file:///absolute/path`, parsed and validated, and the store
- * at it constructed. Nothing here imports the S3 SDK: `storeAt` is handed the `S3Store` class, by
+ * at it constructed. Nothing here imports the S3 client: `storeAt` is handed the `S3Store` class, by
  * `openStore` (core/store_url.ts, which imports it) or by a caller that imports it only for an
- * `s3://` URL (the CLI's `storeOf`, so a command on a filesystem bucket never loads the SDK).
+ * `s3://` URL (the CLI's `storeOf`, so a command on a filesystem bucket never loads it).
  */
 
 import * as path from "node:path";
@@ -59,7 +59,7 @@ export function parseStoreUrl(url: string): StoreLocation {
 
 /**
  * The store at a parsed location. An S3 location needs the S3 store's class (`S3Store`), passed in
- * so that this module itself never loads the S3 SDK.
+ * so that this module itself never loads the S3 client.
  */
 export function storeAt(
   at: StoreLocation,

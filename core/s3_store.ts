@@ -1,25 +1,24 @@
 /**
  * The object store over AWS S3 (and moto, which speaks the same wire protocol).
  *
- * Conditional writes use S3's `If-Match` / `If-None-Match: *`; large objects
- * are uploaded multipart and verified (sha256, size) before the upload is
- * completed, so a mismatching upload never becomes visible.
+ * Requests are signed here (core/aws_request.ts) and sent with Deno's `fetch`: the AWS SDK's S3
+ * client is not loaded, which keeps the agent within its memory budget (issue 15, spec §10).
+ * Conditional writes use S3's `If-Match` / `If-None-Match: *`; large objects are uploaded
+ * multipart and verified (sha256, size) before the upload is completed, so a mismatching upload
+ * never becomes visible.
  */
 
 import { concatBytes } from "./bytes.ts";
+import { uriEncode } from "./aws_sigv4.ts";
+import { type CredentialSource, NoCredentialsError } from "./aws_credentials.ts";
 import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
-  CreateMultipartUploadCommand,
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-  UploadPartCommand,
-} from "@aws-sdk/client-s3";
-import { FetchHttpHandler } from "@smithy/fetch-http-handler";
+  AwsRequester,
+  AwsResponseError,
+  responseError,
+  xmlElements,
+  xmlEscape,
+  xmlText,
+} from "./aws_request.ts";
 import { Sha256Counter } from "./digest.ts";
 import { checkSize, TooLargeError } from "./limits.ts";
 import {
@@ -42,7 +41,6 @@ import type {
   StreamResult,
 } from "./object_store.ts";
 import {
-  headBoundedFetch,
   idleBounded,
   isTimeout,
   readAllBounded,
@@ -54,12 +52,14 @@ import { DEFAULT_RETRY, type RetryPolicy, withRetry } from "./retry.ts";
 /** Multipart part size; S3's minimum for all but the last part is 5 MiB. */
 export const PART_BYTES = 8 * 1024 * 1024;
 const PARTS_IN_FLIGHT = 3;
+/** Largest answer of a multipart call or a list page read into memory. */
+const CONTROL_BODY_BYTES = 8 * 1024 * 1024;
 
 /** Options of `S3Store`. */
 export interface S3StoreOptions {
   bucket: string;
   region: string;
-  /** Custom endpoint; defaults to `AWS_ENDPOINT_URL`, else AWS's dual-stack endpoint. */
+  /** Custom endpoint (path-style); defaults to `AWS_ENDPOINT_URL`, else AWS's dual-stack endpoint. */
   endpoint?: string;
   retry?: RetryPolicy;
   /**
@@ -67,35 +67,100 @@ export interface S3StoreOptions {
    * (default: `requestTimeoutMs()`, 30 s unless $PODMIN_REQUEST_TIMEOUT says otherwise).
    */
   requestTimeoutMs?: number;
+  /** Default: the process-wide chain of core/aws_credentials.ts. */
+  credentials?: CredentialSource;
 }
 
 /** Object store over one S3 bucket. */
 export class S3Store implements ObjectStore {
   readonly url: string;
   readonly bucket: string;
-  readonly client: S3Client;
+  readonly region: string;
+  /** The custom endpoint, when there is one (else AWS's own). */
+  readonly endpoint?: string;
   readonly #retry: RetryPolicy;
   readonly #timeoutMs: number;
-  readonly #endpoint: string;
+  readonly #endpointName: string;
+  readonly #aws: AwsRequester;
+  /** Where keys are appended: `https://bucket.s3.dualstack.region.amazonaws.com/`, or path-style. */
+  readonly #base: string;
 
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
+    this.region = options.region;
     this.url = `s3://${options.bucket}`;
     this.#retry = options.retry ?? DEFAULT_RETRY;
-    const endpoint = options.endpoint ?? Deno.env.get("AWS_ENDPOINT_URL") ?? undefined;
+    this.endpoint = options.endpoint ?? (Deno.env.get("AWS_ENDPOINT_URL") || undefined);
     this.#timeoutMs = options.requestTimeoutMs ?? requestTimeoutMs();
-    this.#endpoint = endpoint ?? `S3 (${options.region})`;
-    this.client = new S3Client({
+    this.#endpointName = this.endpoint ?? `S3 (${options.region})`;
+    this.#aws = new AwsRequester({
       region: options.region,
-      endpoint,
-      forcePathStyle: endpoint !== undefined,
-      useDualstackEndpoint: endpoint === undefined,
-      maxAttempts: 1, // retries are ours: bounded, jittered, transient errors only
-      // Through `fetch`: the SDK's default Node-compat HTTP client costs several times the CPU of
-      // Deno's own client on large bodies (issue 15). The head is bounded here, bodies by
-      // `idleBounded` (spec §2.3).
-      requestHandler: new FetchHttpHandler({ customFetch: headBoundedFetch(this.#timeoutMs) }),
+      timeoutMs: this.#timeoutMs,
+      credentials: options.credentials,
     });
+    const bucket = uriEncode(options.bucket);
+    if (this.endpoint) {
+      this.#base = `${this.endpoint.replace(/\/+$/, "")}/${bucket}/`;
+    } else if (options.bucket.includes(".")) {
+      // A dotted name does not match the endpoint's TLS wildcard as a host name: path-style.
+      this.#base = `https://s3.dualstack.${options.region}.amazonaws.com/${bucket}/`;
+    } else {
+      this.#base = `https://${bucket}.s3.dualstack.${options.region}.amazonaws.com/`;
+    }
+  }
+
+  /** Sends one signed request for `key` (query: S3 sub-resources such as `uploadId`). */
+  async #send(
+    method: string,
+    key: string,
+    o: { headers?: Record<string, string>; body?: Uint8Array; query?: Record<string, string> } = {},
+  ): Promise<Response> {
+    const url = new URL(this.#base + uriEncode(key, true));
+    for (const [k, v] of Object.entries(o.query ?? {})) url.searchParams.set(k, v);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(o.headers ?? {})) if (v !== undefined) headers[k] = v;
+    return await this.#aws.send({ method, url, headers, body: o.body, service: "s3", s3: true });
+  }
+
+  /** Sends, and throws the S3 error of a non-2xx answer. */
+  async #ok(
+    method: string,
+    key: string,
+    o: { headers?: Record<string, string>; body?: Uint8Array; query?: Record<string, string> } = {},
+  ): Promise<Response> {
+    const r = await this.#send(method, key, o);
+    if (!r.ok) throw await responseError(r);
+    return r;
+  }
+
+  /** The whole (small) body of a control answer; S3 may report an error inside a 200. */
+  async #controlBody(r: Response, key: string): Promise<string> {
+    const bytes = await readAllBounded(r.body ?? new Blob().stream(), {
+      idleMs: this.#timeoutMs,
+      onIdle: () => this.#stalled(key),
+      maxBytes: CONTROL_BODY_BYTES,
+      what: `${this.url}: answer about ${key}`,
+    });
+    const text = new TextDecoder().decode(bytes);
+    if (/<Error>/.test(text)) {
+      throw new AwsResponseError({
+        status: 500,
+        code: xmlText(text, "Code") ?? "InternalError",
+        message: xmlText(text, "Message") ?? "an error in a 200 answer",
+      });
+    }
+    return text;
+  }
+
+  #info(key: string, r: Response, size?: number): ObjectInfo {
+    const modified = r.headers.get("last-modified");
+    return {
+      key,
+      etag: r.headers.get("etag") ?? "",
+      size: size ?? Number(r.headers.get("content-length") ?? 0),
+      contentType: r.headers.get("content-type") ?? undefined,
+      lastModified: modified ? new Date(modified) : undefined,
+    };
   }
 
   async get(
@@ -104,57 +169,40 @@ export class S3Store implements ObjectStore {
   ): Promise<GetResult> {
     checkKey(key);
     return await this.#retrying(key, async () => {
-      try {
-        const out = await this.client.send(
-          new GetObjectCommand({ Bucket: this.bucket, Key: key, IfNoneMatch: options.ifNoneMatch }),
-        );
-        const stream = out.Body!.transformToWebStream() as ReadableStream<Uint8Array>;
-        if (options.maxBytes !== undefined) {
-          const what = `${this.url}: ${key}`;
-          try {
-            checkSize({ what, size: out.ContentLength ?? 0, limit: options.maxBytes });
-          } catch (err) {
-            await stream.cancel().catch(() => {});
-            throw err;
-          }
-        }
-        const body = await readAllBounded(stream, {
-          idleMs: this.#timeoutMs,
-          onIdle: () => this.#stalled(key),
-          maxBytes: options.maxBytes,
-          what: `${this.url}: ${key}`,
-        });
-        return {
-          notModified: false as const,
-          body,
-          info: {
-            key,
-            etag: out.ETag ?? "",
-            size: out.ContentLength ?? body.byteLength,
-            contentType: out.ContentType,
-            lastModified: out.LastModified,
-          },
-        };
-      } catch (err) {
-        if (httpStatus(err) === 304) {
-          return { notModified: true as const, etag: options.ifNoneMatch! };
-        }
-        throw err;
+      const r = await this.#send("GET", key, {
+        headers: options.ifNoneMatch ? { "if-none-match": options.ifNoneMatch } : {},
+      });
+      if (r.status === 304) {
+        await r.body?.cancel().catch(() => {});
+        return { notModified: true as const, etag: options.ifNoneMatch! };
       }
+      if (!r.ok) throw await responseError(r);
+      const info = this.#info(key, r);
+      const stream = r.body ?? new Blob().stream();
+      if (options.maxBytes !== undefined) {
+        try {
+          checkSize({ what: `${this.url}: ${key}`, size: info.size, limit: options.maxBytes });
+        } catch (err) {
+          await stream.cancel().catch(() => {});
+          throw err;
+        }
+      }
+      const body = await readAllBounded(stream, {
+        idleMs: this.#timeoutMs,
+        onIdle: () => this.#stalled(key),
+        maxBytes: options.maxBytes,
+        what: `${this.url}: ${key}`,
+      });
+      return { notModified: false as const, body, info: { ...info, size: body.byteLength } };
     });
   }
 
   async head(key: string): Promise<ObjectInfo> {
     checkKey(key);
     return await this.#retrying(key, async () => {
-      const out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
-      return {
-        key,
-        etag: out.ETag ?? "",
-        size: out.ContentLength ?? 0,
-        contentType: out.ContentType,
-        lastModified: out.LastModified,
-      };
+      const r = await this.#ok("HEAD", key);
+      await r.body?.cancel().catch(() => {});
+      return this.#info(key, r);
     });
   }
 
@@ -163,18 +211,14 @@ export class S3Store implements ObjectStore {
     if (options.ifMatch !== undefined && options.ifNoneMatch !== undefined) {
       throw new UsageError("put: ifMatch and ifNoneMatch are mutually exclusive");
     }
+    const headers: Record<string, string> = {};
+    if (options.contentType) headers["content-type"] = options.contentType;
+    if (options.ifMatch !== undefined) headers["if-match"] = options.ifMatch;
+    if (options.ifNoneMatch !== undefined) headers["if-none-match"] = options.ifNoneMatch;
     return await this.#retrying(key, async () => {
-      const out = await this.client.send(
-        new PutObjectCommand({
-          Bucket: this.bucket,
-          Key: key,
-          Body: body,
-          ContentType: options.contentType,
-          IfMatch: options.ifMatch,
-          IfNoneMatch: options.ifNoneMatch,
-        }),
-      );
-      return { etag: out.ETag ?? "" };
+      const r = await this.#ok("PUT", key, { headers, body });
+      await r.body?.cancel().catch(() => {});
+      return { etag: r.headers.get("etag") ?? "" };
     }).catch((err) => lostRaceOnAbsent(err, key, options.ifMatch));
   }
 
@@ -193,34 +237,37 @@ export class S3Store implements ObjectStore {
       const { etag } = await this.put(key, first.data, { contentType: options.contentType });
       return { etag, sha256: hash.hex(), size: hash.bytes };
     }
-    const { UploadId } = await this.#retrying(key, () =>
-      this.client.send(
-        new CreateMultipartUploadCommand({
-          Bucket: this.bucket,
-          Key: key,
-          ContentType: options.contentType,
-        }),
-      ));
-    const uploadId = UploadId!;
+    const uploadId = await this.#retrying(key, async () => {
+      const r = await this.#ok("POST", key, {
+        query: { uploads: "" },
+        headers: options.contentType ? { "content-type": options.contentType } : {},
+      });
+      const id = xmlText(await this.#controlBody(r, key), "UploadId");
+      if (!id) throw new PermanentStoreError(`${key}: S3 answered no UploadId`, { key });
+      return id;
+    });
     try {
       const parts = await this.#uploadParts({ key, uploadId, reader, hash, first, options });
       verify(hash, options, key);
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
-      const out = await this.#retrying(key, () =>
-        this.client.send(
-          new CompleteMultipartUploadCommand({
-            Bucket: this.bucket,
-            Key: key,
-            UploadId: uploadId,
-            MultipartUpload: { Parts: parts },
-          }),
-        ));
-      return { etag: out.ETag ?? "", sha256: hash.hex(), size: hash.bytes };
+      const xml = "<CompleteMultipartUpload>" +
+        parts.map((p) =>
+          `<Part><PartNumber>${p.PartNumber}</PartNumber><ETag>${xmlEscape(p.ETag)}</ETag></Part>`
+        ).join("") + "</CompleteMultipartUpload>";
+      const etag = await this.#retrying(key, async () => {
+        const r = await this.#ok("POST", key, {
+          query: { uploadId },
+          headers: { "content-type": "application/xml" },
+          body: new TextEncoder().encode(xml),
+        });
+        return xmlText(await this.#controlBody(r, key), "ETag") ?? "";
+      });
+      return { etag, sha256: hash.hex(), size: hash.bytes };
     } catch (err) {
       await reader.cancel().catch(() => {});
-      await this.client.send(
-        new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }),
-      ).catch(() => {});
+      await this.#send("DELETE", key, { query: { uploadId } })
+        .then((r) => r.body?.cancel())
+        .catch(() => {});
       throw err instanceof StoreError ? err : this.#classify(err, key);
     }
   }
@@ -247,20 +294,20 @@ export class S3Store implements ObjectStore {
     for (;;) {
       const n = partNumber++;
       const data = next.data;
-      const p: Promise<void> = this.#retrying(key, () =>
-        this.client.send(
-          new UploadPartCommand({
-            Bucket: this.bucket,
-            Key: key,
-            UploadId: uploadId,
-            PartNumber: n,
-            Body: data,
-          }),
-        )).then((out) => {
-          parts.push({ ETag: out.ETag!, PartNumber: n });
-        }, (err) => {
-          failed ??= err; // a failed part fails the upload, whenever it is noticed
-        }).finally(() => inFlight.delete(p));
+      const p: Promise<void> = this.#retrying(key, async () => {
+        const r = await this.#ok("PUT", key, {
+          query: { partNumber: String(n), uploadId },
+          body: data,
+        });
+        await r.body?.cancel().catch(() => {});
+        const etag = r.headers.get("etag");
+        if (!etag) throw new PermanentStoreError(`${key}: part ${n} answered no ETag`, { key });
+        return etag;
+      }).then((etag) => {
+        parts.push({ ETag: etag, PartNumber: n });
+      }, (err) => {
+        failed ??= err; // a failed part fails the upload, whenever it is noticed
+      }).finally(() => inFlight.delete(p));
       inFlight.add(p);
       if (inFlight.size >= PARTS_IN_FLIGHT) await Promise.race(inFlight);
       check();
@@ -284,19 +331,12 @@ export class S3Store implements ObjectStore {
     checkKey(key);
     const range = options.range ? `bytes=${options.range.start}-${options.range.end ?? ""}` : "";
     return await this.#retrying(key, async () => {
-      const out = await this.client.send(
-        new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range || undefined }),
-      );
-      const total = out.ContentRange ? Number(out.ContentRange.split("/")[1]) : out.ContentLength;
+      const r = await this.#ok("GET", key, { headers: range ? { range } : {} });
+      const contentRange = r.headers.get("content-range");
+      const total = contentRange ? Number(contentRange.split("/")[1]) : undefined;
       return {
-        info: {
-          key,
-          etag: out.ETag ?? "",
-          size: total ?? 0,
-          contentType: out.ContentType,
-          lastModified: out.LastModified,
-        },
-        body: idleBounded(out.Body!.transformToWebStream() as ReadableStream<Uint8Array>, {
+        info: this.#info(key, r, total),
+        body: idleBounded(r.body ?? new Blob().stream(), {
           idleMs: this.#timeoutMs,
           onIdle: () => this.#stalled(key),
         }),
@@ -307,32 +347,34 @@ export class S3Store implements ObjectStore {
   async delete(key: string, options: { ifMatch?: string } = {}): Promise<void> {
     checkKey(key);
     await this.#retrying(key, async () => {
-      await this.client.send(
-        new DeleteObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: options.ifMatch }),
-      );
+      const r = await this.#ok("DELETE", key, {
+        headers: options.ifMatch !== undefined ? { "if-match": options.ifMatch } : {},
+      });
+      await r.body?.cancel().catch(() => {});
     }).catch((err) => lostRaceOnAbsent(err, key, options.ifMatch));
   }
 
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
     let token: string | undefined;
     do {
-      const out = await this.#retrying(prefix, () =>
-        this.client.send(
-          new ListObjectsV2Command({
-            Bucket: this.bucket,
-            Prefix: prefix,
-            ContinuationToken: token,
-          }),
-        ));
-      for (const o of out.Contents ?? []) {
+      const query: Record<string, string> = { "list-type": "2", prefix };
+      if (token) query["continuation-token"] = token;
+      const page = await this.#retrying(prefix, async () => {
+        const r = await this.#ok("GET", "", { query });
+        return await this.#controlBody(r, prefix);
+      });
+      for (const item of xmlElements(page, "Contents")) {
+        const modified = xmlText(item, "LastModified");
         yield {
-          key: o.Key!,
-          etag: o.ETag ?? "",
-          size: o.Size ?? 0,
-          lastModified: o.LastModified,
+          key: xmlText(item, "Key") ?? "",
+          etag: xmlText(item, "ETag") ?? "",
+          size: Number(xmlText(item, "Size") ?? 0),
+          lastModified: modified ? new Date(modified) : undefined,
         };
       }
-      token = out.IsTruncated ? out.NextContinuationToken : undefined;
+      token = xmlText(page, "IsTruncated") === "true"
+        ? xmlText(page, "NextContinuationToken")
+        : undefined;
     } while (token);
   }
 
@@ -350,7 +392,7 @@ export class S3Store implements ObjectStore {
   #classify(err: unknown, key: string): StoreError {
     if (isTimeout(err)) {
       return timeoutError({
-        endpoint: this.#endpoint,
+        endpoint: this.#endpointName,
         timeoutMs: this.#timeoutMs,
         what: `${this.url}: ${key}`,
         key,
@@ -363,7 +405,7 @@ export class S3Store implements ObjectStore {
   /** The error of a body that stopped delivering bytes. */
   #stalled(key: string): StoreError {
     return new UnavailableError(
-      `${this.url}: ${key}: the body from ${this.#endpoint} stalled for ${this.#timeoutMs} ms`,
+      `${this.url}: ${key}: the body from ${this.#endpointName} stalled for ${this.#timeoutMs} ms`,
       { key, hint: "the endpoint stopped sending mid-object; check it and the network" },
     );
   }
@@ -431,18 +473,21 @@ function lostRaceOnAbsent(err: unknown, key: string, ifMatch: string | undefined
   throw err;
 }
 
-function httpStatus(err: unknown): number | undefined {
-  return (err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
-}
-
-/** Maps an AWS SDK error to Podmin's typed store errors. */
+/** Maps an S3 error answer (or a network failure) to Podmin's typed store errors. */
 export function classify(
   err: unknown,
   { key, url }: { key: string; url: string },
 ): StoreError {
+  if (err instanceof NoCredentialsError) {
+    return new PermanentStoreError(`no AWS credentials for ${url}: ${err.message}`, {
+      key,
+      cause: err,
+      hint: err.hint,
+    });
+  }
   if (err instanceof StoreError) return err;
-  const status = httpStatus(err);
-  const name = (err as { name?: string })?.name ?? "";
+  const status = err instanceof AwsResponseError ? err.status : undefined;
+  const name = err instanceof AwsResponseError ? err.code : "";
   const message = err instanceof Error ? err.message : String(err);
   if (status === 404 || name === "NoSuchKey" || name === "NotFound") {
     if (name === "NoSuchBucket") {
@@ -464,14 +509,6 @@ export function classify(
     return new PreconditionFailedError(`${key}: conditional write lost (${name || status})`, {
       key,
       cause: err,
-    });
-  }
-  if (name === "CredentialsProviderError") {
-    return new PermanentStoreError(`no AWS credentials for ${url}: ${message}`, {
-      key,
-      cause: err,
-      hint:
-        "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run with an instance role",
     });
   }
   if (status === undefined || status >= 500 || status === 429 || name === "SlowDown") {

@@ -1,6 +1,6 @@
 /**
  * Opens the object store a `--bucket` URL names (`s3://NAME` or `file:///path`) synchronously.
- * Importing this module loads the S3 SDK: a program that may never talk to S3 (the CLI on a
+ * Importing this module loads the S3 client: a program that may never talk to S3 (the CLI on a
  * filesystem bucket) opens its store with `parseStoreUrl` and `storeAt` of core/bucket_url.ts
  * instead (which own the URL's parsing), importing core/s3_store.ts for an s3:// URL only.
  */
@@ -9,7 +9,7 @@ import { type OpenStoreOptions, parseStoreUrl, storeAt } from "./bucket_url.ts";
 import type { ObjectStore } from "./object_store.ts";
 import { S3Store } from "./s3_store.ts";
 
-// Defined in bucket_url.ts (no S3 SDK there); exported here too for the callers of openStore.
+// Defined in bucket_url.ts (no S3 client there); exported here too for the callers of openStore.
 export { createBucket, defaultRegion, type OpenStoreOptions } from "./bucket_url.ts";
 
 /** Parses a store URL and opens the store. */

@@ -47,6 +47,7 @@ import { formatBytes, isProgressUpdate } from "../../core/progress.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_index.ts";
 import { openStore } from "../../core/store_url.ts";
+import { s3AdminClient } from "./s3_admin.ts";
 import { writeImage } from "../../registry/image_writer.ts";
 import { UpstreamSource } from "../../registry/upstream.ts";
 import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
@@ -140,7 +141,7 @@ async function ensureBucket(
   log: (l: string) => void,
 ): Promise<void> {
   if (!(store instanceof S3Store)) return;
-  const s3: S3Client = store.client;
+  const s3: S3Client = s3AdminClient(store);
   try {
     await s3.send(new HeadBucketCommand({ Bucket: store.bucket }));
   } catch (err) {
@@ -483,7 +484,7 @@ async function resolveRegion(flag?: string): Promise<{ region: string; source: s
 async function bucketExistsIn(store: ObjectStore): Promise<boolean> {
   if (!(store instanceof S3Store)) return true;
   try {
-    await store.client.send(new HeadBucketCommand({ Bucket: store.bucket }));
+    await s3AdminClient(store).send(new HeadBucketCommand({ Bucket: store.bucket }));
     return true;
   } catch (err) {
     const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
@@ -610,7 +611,7 @@ async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
 async function checkPublishBucket(store: ObjectStore, bucket: string): Promise<void> {
   if (!(store instanceof S3Store) || bucket === store.bucket) return;
   try {
-    await store.client.send(new HeadBucketCommand({ Bucket: bucket }));
+    await s3AdminClient(store).send(new HeadBucketCommand({ Bucket: bucket }));
   } catch (err) {
     const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
     if (status === 404) {

@@ -23,6 +23,7 @@ import { checkClusterId } from "../../core/names.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { defaultRegion, openStore } from "../../core/store_url.ts";
+import { s3AdminClient } from "./s3_admin.ts";
 import { deleteClusterCas } from "./cluster_cas.ts";
 import { confirmDestructive } from "./confirm.ts";
 import { tofuDestroy } from "./tofu_runner.ts";
@@ -67,7 +68,7 @@ export async function deleteBucket(
     if (++n % 500 === 0) log(`deleted ${n}/${keys.length} objects`);
   }
   if (store instanceof S3Store) {
-    await store.client.send(new DeleteBucketCommand({ Bucket: store.bucket }));
+    await s3AdminClient(store).send(new DeleteBucketCommand({ Bucket: store.bucket }));
   } else if (store instanceof FsStore) {
     await Deno.remove(store.root, { recursive: true });
   } else {

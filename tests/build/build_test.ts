@@ -234,7 +234,7 @@ int main(int argc, char **argv) {
         }
       }
       // Every module of the code-split CLI is in its binary, those it imports dynamically too
-      // (vmconfig above is setup's; the S3 SDK is the store's).
+      // (vmconfig above is setup's; the S3 store is get's).
       const lib = await Array.fromAsync(Deno.readDir(`${dist}/podmin-lib`));
       assert.ok(lib.length > 10, `${lib.length} modules`);
       for (const arch of ["x86_64", "aarch64"]) {

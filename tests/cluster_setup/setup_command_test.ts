@@ -29,6 +29,7 @@ import {
 import { parseDependencyManifest } from "../../core/dependency_manifest.ts";
 import { getIfExists } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
+import { s3AdminClient } from "../../cli/setup/s3_admin.ts";
 import { writeOciLayout } from "../support/oci_image.ts";
 import { serveFiles } from "../support/file_server.ts";
 import { freePort, moto } from "../support/moto.ts";
@@ -198,11 +199,13 @@ testWith(
             ),
           );
           assert.ok(await getIfExists(store, DEPLOYMENT_INDEX), "empty indexes created");
-          const rules = await store.client.send(
+          const rules = await s3AdminClient(store).send(
             new GetBucketLifecycleConfigurationCommand({ Bucket: bucket }),
           );
           assert.equal(rules.Rules?.[0]?.AbortIncompleteMultipartUpload?.DaysAfterInitiation, 1);
-          const pab = await store.client.send(new GetPublicAccessBlockCommand({ Bucket: bucket }));
+          const pab = await s3AdminClient(store).send(
+            new GetPublicAccessBlockCommand({ Bucket: bucket }),
+          );
           assert.equal(pab.PublicAccessBlockConfiguration?.BlockPublicPolicy, true);
           const ssm = new SSMClient({ region: "us-east-1" });
           const caKey = (await ssm.send(
@@ -333,7 +336,7 @@ testWith(
             /cannot resolve the Debian 12 amd64 AMI \(\/aws\/service\/debian\/release\/12\/latest\/amd64\): .*\nhint: pass --ami amd64=ami-/s,
           );
           await assert.rejects(
-            store.client.send(new HeadBucketCommand({ Bucket: `${bucket}-eu` })),
+            s3AdminClient(store).send(new HeadBucketCommand({ Bucket: `${bucket}-eu` })),
           );
         },
       );

@@ -23,6 +23,7 @@ import { DEPENDENCY_MANIFEST, imageTagKey, INFRA_CONFIG } from "../../core/bucke
 import { parseDependencyManifest } from "../../core/dependency_manifest.ts";
 import { getIfExists } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
+import { s3AdminClient } from "../../cli/setup/s3_admin.ts";
 import { buildTar } from "../../vmconfig/archive.ts";
 import { writeOciLayout } from "../support/oci_image.ts";
 import { serveFiles } from "../support/file_server.ts";
@@ -261,13 +262,13 @@ testWith(
         (await tofuCalls(`${tmp}/tofu.jsonl`)).map((c) => c.args[0]).slice(-2),
         ["init", "destroy"],
       );
-      await store.client.send(new HeadBucketCommand({ Bucket: bucket }));
+      await s3AdminClient(store).send(new HeadBucketCommand({ Bucket: bucket }));
       const gone = await podmin(
         ["destroy", ...common, "--cluster", "fresh", "--work-dir", workDir, "--yes"],
         env,
       );
       assert.equal(gone.code, 0, gone.stderr);
-      await assert.rejects(store.client.send(new HeadBucketCommand({ Bucket: bucket })));
+      await assert.rejects(s3AdminClient(store).send(new HeadBucketCommand({ Bucket: bucket })));
       await assert.rejects(
         ssm.send(new GetParameterCommand({ Name: "/fresh/_system/cluster-ca" })),
         /ParameterNotFound/,

@@ -19,6 +19,7 @@ import { readSpec } from "../../core/spec_objects.ts";
 import { getIfExists, type ObjectStore, putIfAbsent, putIfMatch } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../support/moto.ts";
+import { httpFaultProxy } from "../support/fault_proxy.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -303,30 +304,31 @@ Deno.test("store contract [s3]: an unreachable endpoint is Unavailable after bou
   assert.ok(Date.now() - started < 10_000);
 });
 
-Deno.test("store contract [s3]: a part that fails mid-upload fails the whole upload; nothing becomes visible", async () => {
+Deno.test("store contract [s3 + proxy]: a part that fails mid-upload fails the whole upload; nothing becomes visible", async () => {
   const m = await moto();
   await m.reset();
-  const store = new S3Store({
-    bucket: await m.createBucket(),
-    region: "us-east-1",
-    retry: { attempts: 1, baseMs: 1, maxMs: 1 },
-  });
-  const send = store.client.send.bind(store.client);
-  // Part 2 is refused (e.g. access revoked mid-upload); the others go through.
-  store.client.send = ((command: { input?: { PartNumber?: number } }, ...rest: unknown[]) => {
-    if (command.constructor.name === "UploadPartCommand" && command.input?.PartNumber === 2) {
-      return Promise.reject(
-        Object.assign(new Error("Access Denied"), {
-          name: "AccessDenied",
-          $metadata: { httpStatusCode: 403 },
-        }),
-      );
-    }
-    return (send as (...a: unknown[]) => Promise<unknown>)(command, ...rest);
-  }) as typeof store.client.send;
-  const { stream } = bigStream(24);
-  await assert.rejects(store.putStream("big/partial", stream), /access denied/);
-  assert.equal(await getIfExists(store, "big/partial"), undefined);
+  const proxy = httpFaultProxy(m.endpoint);
+  try {
+    const store = new S3Store({
+      bucket: await m.createBucket(),
+      region: "us-east-1",
+      endpoint: proxy.endpoint,
+      retry: { attempts: 1, baseMs: 1, maxMs: 1 },
+    });
+    // Part 2 is refused (e.g. access revoked mid-upload); the others go through.
+    proxy.inject({
+      status: 403,
+      code: "AccessDenied",
+      match: (r) => r.method === "PUT" && /[?&]partNumber=2(&|$)/.test(r.path),
+    });
+    const { stream } = bigStream(24);
+    await assert.rejects(store.putStream("big/partial", stream), /access denied/);
+    assert.ok(proxy.seen.some((s) => /^PUT .*partNumber=2.* 403$/.test(s)), proxy.seen.join("\n"));
+    assert.ok(proxy.seen.some((s) => /^DELETE .*uploadId=/.test(s)), "the upload was aborted");
+    assert.equal(await getIfExists(store, "big/partial"), undefined);
+  } finally {
+    await proxy.close();
+  }
 });
 
 Deno.test("agent reads [filesystem]: an oversized index or spec is refused before it is parsed", async () => {

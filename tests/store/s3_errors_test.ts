@@ -1,7 +1,7 @@
 /**
  * How `S3Store` maps S3's failures (core/s3_store.ts `classify`): each error is produced by a
  * loopback HTTP proxy in front of moto that answers chosen requests with S3's XML error, so the
- * AWS SDK parses a real error response; everything else reaches moto. Transient errors are
+ * store parses a real error response; everything else reaches moto. Transient errors are
  * retried (the proxy counts the attempts) and end as `UnavailableError`; conditional conflicts
  * are `PreconditionFailedError` and are not retried by the store; a missing bucket and missing
  * credentials are permanent, with their hints.
