@@ -1,11 +1,16 @@
 /** Reads declared app values from AWS Parameter Store and Secrets Manager. */
 
-import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
-import { GetParameterCommand, GetParametersCommand, SSMClient } from "@aws-sdk/client-ssm";
-import { NotFoundError, PermanentStoreError, UnavailableError } from "../../core/errors.ts";
+import { AwsRequester, AwsResponseError, responseError } from "../../core/aws_request.ts";
+import type { CredentialSource } from "../../core/aws_credentials.ts";
 import {
-  awsRequestHandler,
+  NotFoundError,
+  PermanentStoreError,
+  PodminError,
+  UnavailableError,
+} from "../../core/errors.ts";
+import {
   isTimeout,
+  readAllBounded,
   requestTimeoutMs,
   timeoutError,
 } from "../../core/request_bounds.ts";
@@ -53,24 +58,68 @@ async function fetchEach(
   return out;
 }
 
-/** The AWS implementation (endpoint from AWS_ENDPOINT_URL when set). */
+/** One JSON-protocol call's answer, or the AWS error it was. */
+type JsonAnswer = Record<string, unknown>;
+
+/** Largest answer read (a secret is at most 64 KiB; 10 parameters of 8 KiB each). */
+const ANSWER_BYTES = 1024 * 1024;
+
+/**
+ * The AWS implementation: Parameter Store and Secrets Manager through their JSON APIs, signed by
+ * core/aws_request.ts (the SDK's clients are not loaded: spec §10). The endpoint is
+ * `AWS_ENDPOINT_URL` when set, else the services' regional endpoints. A transient failure is
+ * tried once more after a short jittered pause; the values loop backs off beyond that.
+ */
 export class AwsValueProvider implements ValueProvider {
-  readonly #ssm: SSMClient;
-  readonly #sm: SecretsManagerClient;
+  readonly #aws: AwsRequester;
+  readonly #region: string;
   readonly #timeoutMs: number;
-  readonly #endpoint: string;
+  readonly #endpoint: string | undefined;
 
   /** `requestTimeoutMs` bounds each attempt (default `requestTimeoutMs()`, §2.3). */
-  constructor(options: { region: string; requestTimeoutMs?: number }) {
+  constructor(
+    options: { region: string; requestTimeoutMs?: number; credentials?: CredentialSource },
+  ) {
     this.#timeoutMs = options.requestTimeoutMs ?? requestTimeoutMs();
-    this.#endpoint = Deno.env.get("AWS_ENDPOINT_URL") ?? `AWS (${options.region})`;
-    const common = {
+    this.#region = options.region;
+    this.#endpoint = Deno.env.get("AWS_ENDPOINT_URL") || undefined;
+    this.#aws = new AwsRequester({
       region: options.region,
-      maxAttempts: 2,
-      requestHandler: awsRequestHandler(this.#timeoutMs),
-    };
-    this.#ssm = new SSMClient(common);
-    this.#sm = new SecretsManagerClient(common);
+      timeoutMs: this.#timeoutMs,
+      credentials: options.credentials,
+    });
+  }
+
+  /** One call of `target` (e.g. `AmazonSSM.GetParameters`), tried twice when transient. */
+  async #call(
+    service: "ssm" | "secretsmanager",
+    target: string,
+    input: unknown,
+  ): Promise<JsonAnswer> {
+    const url = new URL(this.#endpoint ?? `https://${service}.${this.#region}.amazonaws.com/`);
+    const body = new TextEncoder().encode(JSON.stringify(input));
+    for (let attempt = 1;; attempt++) {
+      try {
+        const r = await this.#aws.send({
+          method: "POST",
+          url,
+          service,
+          body,
+          headers: { "content-type": "application/x-amz-json-1.1", "x-amz-target": target },
+        });
+        if (!r.ok) throw await responseError(r);
+        const bytes = await readAllBounded(r.body ?? new Blob().stream(), {
+          idleMs: this.#timeoutMs,
+          onIdle: () => new UnavailableError(`${target}: the answer stalled`),
+          maxBytes: ANSWER_BYTES,
+          what: `the answer of ${target}`,
+        });
+        return JSON.parse(new TextDecoder().decode(bytes)) as JsonAnswer;
+      } catch (err) {
+        if (attempt >= 2 || !transient(err)) throw err;
+        await new Promise((r) => setTimeout(r, 100 + Math.random() * 200));
+      }
+    }
   }
 
   /** Parameter Store values in `GetParameters` calls of 10; Secrets Manager one call each. */
@@ -84,24 +133,23 @@ export class AwsValueProvider implements ValueProvider {
     for (let i = 0; i < unique.length; i += SSM_BATCH) {
       const chunk = unique.slice(i, i + SSM_BATCH);
       try {
-        const got = await this.#ssm.send(
-          new GetParametersCommand({ Names: chunk, WithDecryption: true }),
-        );
+        const got = await this.#call("ssm", "AmazonSSM.GetParameters", {
+          Names: chunk,
+          WithDecryption: true,
+        }) as { Parameters?: { Name?: string; Value?: string }[]; InvalidParameters?: string[] };
         for (const p of got.Parameters ?? []) {
           if (p.Name) out.set(p.Name, new TextEncoder().encode(p.Value ?? ""));
         }
         for (const name of got.InvalidParameters ?? []) {
-          out.set(name, classifyAwsError({ name: "ParameterNotFound" }, "ssm", name));
+          out.set(name, classifyAwsError(notFound, "ssm", name));
         }
         for (const name of chunk) {
-          if (!out.has(name)) {
-            out.set(name, classifyAwsError({ name: "ParameterNotFound" }, "ssm", name));
-          }
+          if (!out.has(name)) out.set(name, classifyAwsError(notFound, "ssm", name));
         }
       } catch (err) {
         const e = isTimeout(err)
           ? timeoutError({
-            endpoint: this.#endpoint,
+            endpoint: this.#endpointName(),
             timeoutMs: this.#timeoutMs,
             what: `Parameter Store ${chunk.length} parameter(s)`,
             cause: err,
@@ -116,18 +164,23 @@ export class AwsValueProvider implements ValueProvider {
   async fetch(from: SecretRef["from"], name: string): Promise<Uint8Array> {
     try {
       if (from === "ssm") {
-        const out = await this.#ssm.send(
-          new GetParameterCommand({ Name: name, WithDecryption: true }),
-        );
+        const out = await this.#call("ssm", "AmazonSSM.GetParameter", {
+          Name: name,
+          WithDecryption: true,
+        }) as { Parameter?: { Value?: string } };
         return new TextEncoder().encode(out.Parameter?.Value ?? "");
       }
-      const out = await this.#sm.send(new GetSecretValueCommand({ SecretId: name }));
-      if (out.SecretBinary) return out.SecretBinary;
+      const out = await this.#call("secretsmanager", "secretsmanager.GetSecretValue", {
+        SecretId: name,
+      }) as { SecretString?: string; SecretBinary?: string };
+      if (typeof out.SecretBinary === "string") {
+        return Uint8Array.from(atob(out.SecretBinary), (c) => c.charCodeAt(0));
+      }
       return new TextEncoder().encode(out.SecretString ?? "");
     } catch (err) {
       if (isTimeout(err)) {
         throw timeoutError({
-          endpoint: this.#endpoint,
+          endpoint: this.#endpointName(),
           timeoutMs: this.#timeoutMs,
           what: `${from === "ssm" ? "Parameter Store" : "Secrets Manager"} ${name}`,
           cause: err,
@@ -136,20 +189,33 @@ export class AwsValueProvider implements ValueProvider {
       throw classifyAwsError(err, from, name);
     }
   }
+
+  #endpointName(): string {
+    return this.#endpoint ?? `AWS (${this.#region})`;
+  }
+}
+
+const notFound = new AwsResponseError({ status: 400, code: "ParameterNotFound", message: "" });
+
+/** Worth a second try: no answer, throttling or a server error. */
+function transient(err: unknown): boolean {
+  if (!(err instanceof AwsResponseError)) return !(err instanceof PodminError);
+  return err.status >= 500 || err.status === 429 || /Throttl/.test(err.code);
 }
 
 function classifyAwsError(err: unknown, from: string, name: string): Error {
-  const e = err as { name?: string; message?: string; $metadata?: { httpStatusCode?: number } };
+  if (err instanceof PodminError) return err; // ours already: no credentials, too large
+  const e = err instanceof AwsResponseError
+    ? { name: err.code, message: err.message, status: err.status as number | undefined }
+    : { name: (err as Error)?.name, message: (err as Error)?.message, status: undefined };
   const where = `${from === "ssm" ? "Parameter Store" : "Secrets Manager"} ${name}`;
-  if (e?.name === "ParameterNotFound" || e?.name === "ResourceNotFoundException") {
+  if (e.name === "ParameterNotFound" || e.name === "ResourceNotFoundException") {
     return new NotFoundError(`${where} does not exist`, {
       hint: `create it, e.g. aws ssm put-parameter --type SecureString --name ${name}`,
     });
   }
-  const status = e?.$metadata?.httpStatusCode;
-  if (
-    status === undefined || status >= 500 || status === 429 || e?.name === "ThrottlingException"
-  ) {
+  const status = e.status;
+  if (status === undefined || status >= 500 || status === 429 || /Throttl/.test(e.name ?? "")) {
     return new UnavailableError(`${where}: ${e?.message ?? String(err)}`, { cause: err });
   }
   return new PermanentStoreError(`${where}: ${e?.name}: ${e?.message}`, {
