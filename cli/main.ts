@@ -2,6 +2,7 @@
 
 import { runProgram } from "../core/cli_kit.ts";
 import { programOf } from "./program.ts";
+import "./aws_sdk_credentials.ts";
 
 /** Runs `podmin ARGS…` and returns its exit code (the bundle's launcher calls this). */
 export function main(args: string[]): Promise<number> {

@@ -1,15 +1,17 @@
 /**
  * Where Podmin's own AWS calls (core/aws_request.ts) find credentials, in the AWS SDK's order:
- * the environment, then the shared credentials file's static keys for `AWS_PROFILE`, then the
- * EC2 instance role through IMDSv2 (how every node's agent gets them). A profile that needs
- * more (SSO, an assumed role, `credential_process`) or a web-identity token hands over to the
- * AWS SDK's own provider chain, loaded only then, so the agent never loads it.
+ * the environment, then profile `AWS_PROFILE` of the shared credentials and config files (static
+ * keys, or a `credential_process` run here), then the EC2 instance role through IMDSv2 (how every
+ * node's agent gets them). A profile that needs more (SSO, an assumed role, web identity) is
+ * handed to the AWS SDK's provider chain when the program registered it
+ * (core/aws_sdk_fallback.ts: the CLI does, the agent does not and says how to give it keys).
  */
 
 import * as os from "node:os";
 import * as path from "node:path";
 import type { AwsCredentials } from "./aws_sigv4.ts";
 import { PermanentStoreError } from "./errors.ts";
+import { sdkCredentialProvider } from "./aws_sdk_fallback.ts";
 
 /** Returns current credentials; temporary ones are cached until shortly before they expire. */
 export type CredentialSource = () => Promise<AwsCredentials>;
@@ -18,13 +20,16 @@ export type CredentialSource = () => Promise<AwsCredentials>;
 const REFRESH_BEFORE_MS = 5 * 60_000;
 /** Per-request bound of an IMDS call (the SDK's default is 1 s too). */
 const IMDS_TIMEOUT_MS = 1000;
+/** Bound of a `credential_process` run. */
+const PROCESS_TIMEOUT_MS = 30_000;
 
 /** No source had credentials; the message says which were tried. */
 export class NoCredentialsError extends PermanentStoreError {
-  constructor(tried: string[], cause?: unknown) {
-    super(`no AWS credentials (tried ${tried.join(", ")})`, {
+  constructor(tried: string[], cause?: unknown, hint?: string) {
+    const why = cause instanceof Error ? `: ${cause.message}` : "";
+    super(`no AWS credentials (tried ${tried.join(", ")})${why}`, {
       cause,
-      hint:
+      hint: hint ??
         "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run with an instance role",
     });
   }
@@ -84,14 +89,22 @@ async function resolveChain(env: (name: string) => string | undefined): Promise<
         sessionToken: section.aws_session_token,
       };
     }
+    if (section.credential_process) {
+      tried.push(`credential_process of profile ${profile}`);
+      try {
+        return await processCredentials(section.credential_process);
+      } catch (err) {
+        throw new NoCredentialsError(tried, err);
+      }
+    }
     if (
       section.role_arn || section.sso_session || section.sso_start_url ||
-      section.credential_process || section.web_identity_token_file
+      section.web_identity_token_file
     ) needsSdk = true;
   }
   if (needsSdk) {
     tried.push("the AWS SDK's provider chain");
-    return await sdkChain(tried);
+    return await sdkChain(tried, profile);
   }
   if (env("AWS_EC2_METADATA_DISABLED")?.toLowerCase() !== "true") {
     tried.push("EC2 instance metadata");
@@ -124,7 +137,8 @@ async function readProfile(
   let current: string | undefined;
   let found: Record<string, string> | undefined;
   for (const raw of text.split(/\r?\n/)) {
-    const line = raw.replace(/[#;].*$/, "").trim();
+    // As the SDK reads it: a comment starts with ; or # at the start or after white space.
+    const line = raw.split(/(?:^|\s)[;#]/)[0].trim();
     const header = /^\[(.+)\]$/.exec(line);
     if (header) {
       current = header[1].trim();
@@ -137,10 +151,20 @@ async function readProfile(
   return found;
 }
 
-async function sdkChain(tried: string[]): Promise<AwsCredentials> {
+async function sdkChain(tried: string[], profile: string): Promise<AwsCredentials> {
+  const provider = sdkCredentialProvider();
+  if (!provider) {
+    throw new NoCredentialsError(
+      tried,
+      new Error(`profile ${profile} needs the AWS SDK (SSO, an assumed role or web identity)`),
+      "this program resolves static keys, credential_process and the instance role; add " +
+        `'credential_process = aws configure export-credentials --profile ${profile} ` +
+        "--format process' to a profile and use that one, or set AWS_ACCESS_KEY_ID/" +
+        "AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN",
+    );
+  }
   try {
-    const { defaultProvider } = await import("@aws-sdk/credential-provider-node");
-    const c = await defaultProvider()();
+    const c = await provider();
     return {
       accessKeyId: c.accessKeyId,
       secretAccessKey: c.secretAccessKey,
@@ -150,6 +174,49 @@ async function sdkChain(tried: string[]): Promise<AwsCredentials> {
   } catch (err) {
     throw new NoCredentialsError(tried, err);
   }
+}
+
+/**
+ * Runs a profile's `credential_process` (through `sh -c`, as the AWS CLI does) and reads its
+ * answer: `{"Version": 1, "AccessKeyId", "SecretAccessKey", "SessionToken"?, "Expiration"?}`.
+ */
+async function processCredentials(command: string): Promise<AwsCredentials> {
+  const out = await new Deno.Command("sh", {
+    args: ["-c", command],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(PROCESS_TIMEOUT_MS),
+  }).output();
+  const stderr = new TextDecoder().decode(out.stderr).trim().slice(0, 300);
+  if (!out.success) {
+    throw new Error(
+      `credential_process ${JSON.stringify(command)} exited ${out.code}` +
+        (out.signal ? ` (${out.signal})` : "") + (stderr ? `: ${stderr}` : ""),
+    );
+  }
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(new TextDecoder().decode(out.stdout));
+  } catch {
+    throw new Error(`credential_process ${JSON.stringify(command)} printed no JSON`);
+  }
+  if (body.Version !== 1) {
+    throw new Error(`credential_process answered Version ${String(body.Version)}, not 1`);
+  }
+  if (typeof body.AccessKeyId !== "string" || typeof body.SecretAccessKey !== "string") {
+    throw new Error("credential_process answered no AccessKeyId/SecretAccessKey");
+  }
+  const expiration = typeof body.Expiration === "string" ? new Date(body.Expiration) : undefined;
+  if (expiration && Number.isNaN(expiration.getTime())) {
+    throw new Error(`credential_process answered a bad Expiration ${body.Expiration}`);
+  }
+  return {
+    accessKeyId: body.AccessKeyId,
+    secretAccessKey: body.SecretAccessKey,
+    sessionToken: typeof body.SessionToken === "string" ? body.SessionToken : undefined,
+    expiration,
+  };
 }
 
 /** The instance role's credentials through IMDSv2 (token, role name, credentials). */

@@ -25,10 +25,10 @@ interface GraphModule {
   dependencies?: { code?: { specifier: string }; isDynamic?: boolean }[];
 }
 
-/** The module graph of cli/main.ts as Deno resolves it. */
-async function moduleGraph(): Promise<Map<string, GraphModule>> {
+/** The module graph of `entry` (default cli/main.ts) as Deno resolves it. */
+async function moduleGraph(entry = main): Promise<Map<string, GraphModule>> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", main],
+    args: ["info", "--json", entry],
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -159,4 +159,24 @@ Deno.test("cli start: help texts print the values their modules own; the deferre
   const loaded = (await loadCommands(programOf())).commands.find((c) => c.name === "local")!;
   assert.equal(stub.summary, loaded.summary);
   assert.ok(loaded.help.startsWith("Usage: podmin local"));
+});
+
+Deno.test("agent: no AWS SDK module in its graph, static or dynamic (so none in its bundle); the CLI reaches the SDK's credential chain only by a dynamic import", async () => {
+  const agent = await moduleGraph(new URL("agent/main.ts", root).pathname);
+  const sdk = (g: Map<string, GraphModule>) =>
+    [...g.keys()].filter((k) => /@aws-sdk|@smithy/.test(k));
+  assert.deepEqual(sdk(agent), []);
+  const cliGraph = await moduleGraph();
+  assert.ok(sdk(cliGraph).length > 0, "the CLI still ships the SDK (setup, teardown, profiles)");
+  assert.deepEqual(
+    staticClosure(cliGraph, "cli/main.ts").filter((m) => /@aws-sdk|@smithy/.test(m)),
+    [],
+  );
+  const registration = cliGraph.get(new URL("cli/aws_sdk_credentials.ts", root).href);
+  assert.ok(
+    registration?.dependencies?.some((d) =>
+      d.isDynamic && /credential-provider-node/.test(d.code?.specifier ?? "")
+    ),
+    "cli/aws_sdk_credentials.ts imports the SDK's chain dynamically",
+  );
 });

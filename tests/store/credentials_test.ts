@@ -1,8 +1,9 @@
 /**
  * Where the agent's own AWS client finds credentials (core/aws_credentials.ts), each source
  * checked by a signed S3 request that moto answers: the environment, a shared credentials file's
- * profile, a config file's `[profile NAME]`, a `credential_process` profile (handed to the AWS
- * SDK's own chain), and the instance role through IMDSv2 — the emulator of the vmconfig tests,
+ * profile, a config file's `[profile NAME]`, a `credential_process` profile, an assumed-role
+ * profile through the AWS SDK's chain (moto's STS; only where the program registered the SDK,
+ * as the CLI does), and the instance role through IMDSv2 — the emulator of the vmconfig tests,
  * which answers only token-bearing requests. Temporary credentials are fetched once and reused;
  * with no source at all the error names what was tried and how to fix it.
  */
@@ -10,6 +11,7 @@
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { credentialChain, NoCredentialsError } from "../../core/aws_credentials.ts";
+import { registerSdkCredentials, sdkCredentialProvider } from "../../core/aws_sdk_fallback.ts";
 import { PermanentStoreError } from "../../core/errors.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../support/moto.ts";
@@ -97,41 +99,101 @@ Deno.test("credentials: keys in the config file's [profile NAME] section are fou
   });
 });
 
-Deno.test("credentials: a credential_process profile is resolved by the AWS SDK's chain", async () => {
+Deno.test("credentials: a credential_process profile is run, its answer checked and reused until it expires", async () => {
   await withHome({}, async (home) => {
     const script = path.join(home, "creds.sh");
+    const runs = path.join(home, "runs");
     const expiry = new Date(Date.now() + 3600_000).toISOString();
     await Deno.writeTextFile(
       script,
-      `#!/bin/sh\necho '{"Version":1,"AccessKeyId":"AKIDPROC","SecretAccessKey":"p",` +
-        `"SessionToken":"proc-token","Expiration":"${expiry}"}'\n`,
+      `#!/bin/sh
+echo run >> ${runs}
+` +
+        `echo '{"Version":1,"AccessKeyId":"AKIDPROC","SecretAccessKey":"p",` +
+        `"SessionToken":"proc-token","Expiration":"${expiry}"}'
+`,
     );
     await Deno.chmod(script, 0o755);
     await Deno.writeTextFile(
       path.join(home, ".aws", "config"),
-      `[profile proc]\ncredential_process = ${script}\n`,
+      `[profile proc]
+credential_process = ${script}
+
+` +
+        `[profile broken]
+credential_process = sh -c 'echo denied >&2; exit 3'
+
+` +
+        `[profile garbled]
+credential_process = echo '{"Version":2}'
+`,
     );
-    // The SDK's provider reads the process environment, not the chain's.
-    const saved = { home: Deno.env.get("HOME"), profile: Deno.env.get("AWS_PROFILE") };
-    const id = Deno.env.get("AWS_ACCESS_KEY_ID");
-    const secret = Deno.env.get("AWS_SECRET_ACCESS_KEY");
-    Deno.env.set("HOME", home);
-    Deno.env.set("AWS_PROFILE", "proc");
-    Deno.env.delete("AWS_ACCESS_KEY_ID");
-    Deno.env.delete("AWS_SECRET_ACCESS_KEY");
-    try {
-      const c = await chainOf({ ...NO_IMDS, HOME: home, AWS_PROFILE: "proc" })();
-      assert.equal(c.accessKeyId, "AKIDPROC");
-      assert.equal(c.sessionToken, "proc-token");
-      assert.equal(c.expiration?.toISOString(), expiry);
-    } finally {
-      const restore = (n: string, v: string | undefined) =>
-        v === undefined ? Deno.env.delete(n) : Deno.env.set(n, v);
-      restore("HOME", saved.home);
-      restore("AWS_PROFILE", saved.profile);
-      restore("AWS_ACCESS_KEY_ID", id);
-      restore("AWS_SECRET_ACCESS_KEY", secret);
+    const vars = { ...NO_IMDS, HOME: home, AWS_PROFILE: "proc" };
+    const chain = chainOf(vars);
+    const c = await chain();
+    assert.equal(c.accessKeyId, "AKIDPROC");
+    assert.equal(c.sessionToken, "proc-token");
+    assert.equal(c.expiration?.toISOString(), expiry);
+    await chain();
+    assert.equal((await Deno.readTextFile(runs)).trim().split("\n").length, 1, "run once");
+    assert.equal(await roundTrip(vars), "signed");
+
+    const broken = await chainOf({ ...vars, AWS_PROFILE: "broken" })().catch((e) => e);
+    assert.ok(broken instanceof NoCredentialsError);
+    assert.match(broken.message, /credential_process of profile broken.*exited 3: denied/);
+    const garbled = await chainOf({ ...vars, AWS_PROFILE: "garbled" })().catch((e) => e);
+    assert.match(garbled.message, /answered Version 2, not 1/);
+  });
+});
+
+/** Sets process environment variables for the AWS SDK's chain (which reads no other). */
+async function withProcessEnv<T>(vars: Record<string, string | undefined>, f: () => Promise<T>) {
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, Deno.env.get(k)]));
+  const apply = (v: Record<string, string | undefined>) => {
+    for (const [k, x] of Object.entries(v)) {
+      x === undefined ? Deno.env.delete(k) : Deno.env.set(k, x);
     }
+  };
+  apply(vars);
+  try {
+    return await f();
+  } finally {
+    apply(saved);
+  }
+}
+
+Deno.test("credentials: an assumed-role profile goes to the AWS SDK's chain where the program registered it (the CLI), and is refused with a way out where not (the agent)", async () => {
+  const m = await moto();
+  await withHome({
+    config: "[profile base]\naws_access_key_id = base\naws_secret_access_key = base\n\n" +
+      "[profile assumer]\nrole_arn = arn:aws:iam::123456789012:role/podmin-operator\n" +
+      "source_profile = base\nregion = us-east-1\n",
+  }, async (home) => {
+    const vars = { ...NO_IMDS, HOME: home, AWS_PROFILE: "assumer" };
+    registerSdkCredentials(undefined);
+    const refused = await chainOf(vars)().catch((e) => e);
+    assert.ok(refused instanceof NoCredentialsError, String(refused));
+    assert.match(refused.message, /profile assumer needs the AWS SDK/);
+    assert.match(refused.hint ?? "", /credential_process = aws configure export-credentials/);
+
+    // The CLI's registration: its module registers the SDK's chain when imported.
+    await import("../../cli/aws_sdk_credentials.ts");
+    assert.ok(sdkCredentialProvider());
+    await withProcessEnv({
+      HOME: home,
+      AWS_PROFILE: "assumer",
+      AWS_CONFIG_FILE: path.join(home, ".aws", "config"),
+      AWS_ACCESS_KEY_ID: undefined,
+      AWS_SECRET_ACCESS_KEY: undefined,
+      AWS_ENDPOINT_URL: m.endpoint,
+    }, async () => {
+      const c = await chainOf(vars)();
+      // moto's STS answered AssumeRole: temporary keys with a session token and an expiry.
+      assert.match(c.accessKeyId, /^ASIA/);
+      assert.ok(c.sessionToken);
+      assert.ok(c.expiration && c.expiration.getTime() > Date.now());
+      assert.equal(await roundTrip(vars), "signed");
+    });
   });
 });
 
