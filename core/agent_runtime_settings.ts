@@ -17,8 +17,16 @@
 /** V8 flags: a 1 MiB young-generation semi-space (scavenges more often, each one small). */
 export const AGENT_V8_FLAGS: readonly string[] = ["--max-semi-space-size=1"];
 
-/** Environment for the agent's process: at most two glibc malloc arenas. */
-export const AGENT_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: "2" };
+/**
+ * Environment for the agent's process: at most two glibc malloc arenas, and a fixed mmap
+ * threshold of 128 KiB (glibc's initial value; setting it turns off glibc's dynamic threshold,
+ * which after the first large free serves allocations up to 32 MiB from the heap and keeps them:
+ * measured 67 → 62 MiB RSS for the agent on an empty bucket).
+ */
+export const AGENT_ENV: Readonly<Record<string, string>> = {
+  MALLOC_ARENA_MAX: "2",
+  MALLOC_MMAP_THRESHOLD_: "131072",
+};
 
 /** `--v8-flags=…` for `deno run` / `deno compile`. */
 export function agentV8FlagsArg(): string {
