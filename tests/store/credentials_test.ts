@@ -170,15 +170,20 @@ Deno.test("credentials: an assumed-role profile goes to the AWS SDK's chain wher
       "source_profile = base\nregion = us-east-1\n",
   }, async (home) => {
     const vars = { ...NO_IMDS, HOME: home, AWS_PROFILE: "assumer" };
-    registerSdkCredentials(undefined);
-    const refused = await chainOf(vars)().catch((e) => e);
-    assert.ok(refused instanceof NoCredentialsError, String(refused));
-    assert.match(refused.message, /profile assumer needs the AWS SDK/);
-    assert.match(refused.hint ?? "", /credential_process = aws configure export-credentials/);
-
-    // The CLI's registration: its module registers the SDK's chain when imported.
+    // The CLI's module registers the SDK's chain when it is imported (cli/main.ts imports it).
     await import("../../cli/aws_sdk_credentials.ts");
-    assert.ok(sdkCredentialProvider());
+    const cliProvider = sdkCredentialProvider();
+    assert.ok(cliProvider, "the CLI registered the SDK's chain");
+    registerSdkCredentials(undefined); // as in the agent, which registers none
+    try {
+      const refused = await chainOf(vars)().catch((e) => e);
+      assert.ok(refused instanceof NoCredentialsError, String(refused));
+      assert.match(refused.message, /profile assumer needs the AWS SDK/);
+      assert.match(refused.hint ?? "", /credential_process = aws configure export-credentials/);
+    } finally {
+      registerSdkCredentials(cliProvider);
+    }
+
     await withProcessEnv({
       HOME: home,
       AWS_PROFILE: "assumer",
