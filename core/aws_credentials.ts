@@ -108,14 +108,29 @@ async function resolveChain(env: (name: string) => string | undefined): Promise<
   }
   if (env("AWS_EC2_METADATA_DISABLED")?.toLowerCase() !== "true") {
     tried.push("EC2 instance metadata");
-    const endpoint = env("AWS_EC2_METADATA_SERVICE_ENDPOINT") || "http://169.254.169.254";
     try {
-      return await instanceRole(endpoint.replace(/\/+$/, ""));
+      return await instanceRole(imdsEndpoint(env));
     } catch (err) {
       throw new NoCredentialsError(tried, err);
     }
   }
   throw new NoCredentialsError(tried);
+}
+
+/**
+ * The instance metadata endpoint, as the SDK picks it: `$AWS_EC2_METADATA_SERVICE_ENDPOINT`, else
+ * by `$AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE` (`IPv4`, the default: 169.254.169.254; `IPv6`:
+ * fd00:ec2::254, which IPv6-only nodes need; vmconfig sets the mode in the agent's environment).
+ */
+export function imdsEndpoint(env: (name: string) => string | undefined): string {
+  const explicit = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  if (explicit) return explicit.replace(/\/+$/, "");
+  const mode = env("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE") || "IPv4";
+  if (mode === "IPv4") return "http://169.254.169.254";
+  if (mode === "IPv6") return "http://[fd00:ec2::254]";
+  throw new Error(
+    `AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE is ${JSON.stringify(mode)}: use IPv4 or IPv6`,
+  );
 }
 
 /** The `[profile NAME]` section of the config file (`[default]` stays as it is). */

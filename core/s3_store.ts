@@ -109,13 +109,18 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  /** The URL of `key` (path-style on a custom endpoint, else AWS's dual-stack endpoint). */
+  objectUrl(key: string): URL {
+    return new URL(this.#base + uriEncode(key, true));
+  }
+
   /** Sends one signed request for `key` (query: S3 sub-resources such as `uploadId`). */
   async #send(
     method: string,
     key: string,
     o: { headers?: Record<string, string>; body?: Uint8Array; query?: Record<string, string> } = {},
   ): Promise<Response> {
-    const url = new URL(this.#base + uriEncode(key, true));
+    const url = this.objectUrl(key);
     for (const [k, v] of Object.entries(o.query ?? {})) url.searchParams.set(k, v);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(o.headers ?? {})) if (v !== undefined) headers[k] = v;

@@ -66,8 +66,8 @@ const ANSWER_BYTES = 1024 * 1024;
 
 /**
  * The AWS implementation: Parameter Store and Secrets Manager through their JSON APIs, signed by
- * core/aws_request.ts (the SDK's clients are not loaded: spec §10). The endpoint is
- * `AWS_ENDPOINT_URL` when set, else the services' regional endpoints. A transient failure is
+ * core/aws_request.ts (the SDK's clients are not loaded: spec §2.4). The endpoint is
+ * `AWS_ENDPOINT_URL` when set, else the services' dual-stack endpoints. A transient failure is
  * tried once more after a short jittered pause; the values loop backs off beyond that.
  */
 export class AwsValueProvider implements ValueProvider {
@@ -96,7 +96,7 @@ export class AwsValueProvider implements ValueProvider {
     target: string,
     input: unknown,
   ): Promise<JsonAnswer> {
-    const url = new URL(this.#endpoint ?? `https://${service}.${this.#region}.amazonaws.com/`);
+    const url = new URL(this.#endpoint ?? dualStackEndpoint(service, this.#region));
     const body = new TextEncoder().encode(JSON.stringify(input));
     for (let attempt = 1;; attempt++) {
       try {
@@ -193,6 +193,17 @@ export class AwsValueProvider implements ValueProvider {
   #endpointName(): string {
     return this.#endpoint ?? `AWS (${this.#region})`;
   }
+}
+
+/**
+ * The service's dual-stack endpoint (IPv6-only nodes need one), as the AWS SDK resolves it with
+ * `useDualstackEndpoint`: Parameter Store's is under `api.aws`, Secrets Manager's regional
+ * endpoint is dual-stack itself.
+ */
+export function dualStackEndpoint(service: "ssm" | "secretsmanager", region: string): string {
+  return service === "ssm"
+    ? `https://ssm.${region}.api.aws/`
+    : `https://secretsmanager.${region}.amazonaws.com/`;
 }
 
 const notFound = new AwsResponseError({ status: 400, code: "ParameterNotFound", message: "" });

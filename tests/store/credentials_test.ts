@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { credentialChain, NoCredentialsError } from "../../core/aws_credentials.ts";
+import { credentialChain, imdsEndpoint, NoCredentialsError } from "../../core/aws_credentials.ts";
 import { registerSdkCredentials, sdkCredentialProvider } from "../../core/aws_sdk_fallback.ts";
 import { PermanentStoreError } from "../../core/errors.ts";
 import { S3Store } from "../../core/s3_store.ts";
@@ -242,5 +242,26 @@ Deno.test("credentials: none anywhere is a permanent error that says what was tr
     const storeErr = await roundTrip(vars).then(() => undefined, (e) => e);
     assert.ok(storeErr instanceof PermanentStoreError, String(storeErr));
     assert.match(storeErr.message, /no AWS credentials for s3:\/\//);
+  });
+});
+
+Deno.test("credentials: the IMDS endpoint follows the SDK's settings (explicit endpoint, else IPv4 or IPv6 mode)", async () => {
+  const of = (vars: Env) => imdsEndpoint((n) => vars[n]);
+  assert.equal(of({}), "http://169.254.169.254");
+  assert.equal(of({ AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE: "IPv4" }), "http://169.254.169.254");
+  // What vmconfig sets on IPv6-only nodes (DETECTED_IMDS_MODE).
+  assert.equal(of({ AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE: "IPv6" }), "http://[fd00:ec2::254]");
+  assert.equal(
+    of({
+      AWS_EC2_METADATA_SERVICE_ENDPOINT: "http://127.0.0.1:8080/",
+      AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE: "IPv6",
+    }),
+    "http://127.0.0.1:8080",
+  );
+  await withHome({}, async (home) => {
+    const bad = await chainOf({ HOME: home, AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE: "ipv7" })()
+      .catch((e) => e);
+    assert.ok(bad instanceof NoCredentialsError);
+    assert.match(bad.message, /"ipv7": use IPv4 or IPv6/);
   });
 });
