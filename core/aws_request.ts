@@ -5,7 +5,7 @@
  * The CLI's administrative calls (buckets, EC2, Auto Scaling) keep the SDK.
  */
 
-import { type AwsCredentials, EMPTY_SHA256, signV4 } from "./aws_sigv4.ts";
+import { EMPTY_SHA256, signV4 } from "./aws_sigv4.ts";
 import { type CredentialSource, sharedCredentials } from "./aws_credentials.ts";
 import { sha256Hex } from "./digest.ts";
 import { headBoundedFetch } from "./request_bounds.ts";
@@ -55,11 +55,6 @@ export class AwsRequester {
     this.region = options.region;
     this.#credentials = options.credentials ?? sharedCredentials();
     this.#fetch = headBoundedFetch(options.timeoutMs);
-  }
-
-  /** The current credentials (for callers that presign). */
-  credentials(): Promise<AwsCredentials> {
-    return this.#credentials();
   }
 
   /** Sends one signed request. Network failures and timeouts throw; HTTP errors do not. */
