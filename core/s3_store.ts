@@ -523,6 +523,23 @@ export function classify(
       hint: "the bucket endpoint could not be reached; check network and AWS_ENDPOINT_URL",
     });
   }
+  if (status === 403 && name === "RequestTimeTooSkewed") {
+    return new PermanentStoreError(`${url}: this machine's clock is too far from S3's`, {
+      key,
+      cause: err,
+      hint: "set the clock right (chrony or systemd-timesyncd); requests are signed with the time",
+    });
+  }
+  if (
+    status === 403 &&
+    /^(ExpiredToken|InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken)$/.test(name)
+  ) {
+    return new PermanentStoreError(`${url}: S3 refused the credentials (${name})`, {
+      key,
+      cause: err,
+      hint: "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN or the profile",
+    });
+  }
   if (status === 403) {
     return new PermanentStoreError(`access denied to ${key} in ${url}`, {
       key,

@@ -166,6 +166,31 @@ Deno.test("s3 errors [moto + proxy]: NoSuchBucket is permanent (no retries) and 
   }
 });
 
+for (
+  const [code, expect, hint] of [
+    ["AccessDenied", /access denied to k in s3:\/\//, /IAM policy/],
+    ["RequestTimeTooSkewed", /clock is too far from S3's/, /set the clock right/],
+    ["ExpiredToken", /S3 refused the credentials \(ExpiredToken\)/, /AWS_SESSION_TOKEN/],
+    ["SignatureDoesNotMatch", /S3 refused the credentials \(SignatureDoesNotMatch\)/, /profile/],
+  ] as const
+) {
+  Deno.test(`s3 errors [moto + proxy]: 403 ${code} is permanent (no retries) and names its cause`, async () => {
+    const { store, proxy } = await setup();
+    try {
+      proxy.inject({ status: 403, code, match: onKey("k", "GET") });
+      await assert.rejects(store.get("k"), (err) => {
+        assert.ok(err instanceof PermanentStoreError, `${err}`);
+        assert.match((err as Error).message, expect);
+        assert.match((err as PermanentStoreError).hint ?? "", hint);
+        return true;
+      });
+      assert.deepEqual(statuses(proxy, "k"), [403], "not retried");
+    } finally {
+      await proxy.close();
+    }
+  });
+}
+
 Deno.test("s3 errors [moto]: no credentials anywhere: the CLI says so and how to provide them", async () => {
   const m = await moto();
   const bucket = await m.createBucket();
