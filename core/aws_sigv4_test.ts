@@ -10,18 +10,19 @@ const CREDS = {
   secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
 };
 
+interface Case {
+  what: string;
+  method: string;
+  url: URL;
+  headers: Record<string, string>;
+  body?: string;
+  service: string;
+  s3: boolean;
+  sessionToken?: string;
+}
+
 /** The signature `@smithy/signature-v4` (the AWS SDK's signer) computes for the same request. */
-async function smithy(
-  o: {
-    method: string;
-    url: URL;
-    headers: Record<string, string>;
-    body?: string;
-    service: string;
-    s3: boolean;
-    sessionToken?: string;
-  },
-): Promise<Record<string, string>> {
+async function smithy(o: Omit<Case, "what">): Promise<Record<string, string>> {
   const signer = new SignatureV4({
     credentials: { ...CREDS, sessionToken: o.sessionToken },
     region: "eu-west-1",
@@ -41,17 +42,6 @@ async function smithy(
     body: o.body,
   }, { signingDate: NOW });
   return signed.headers as Record<string, string>;
-}
-
-interface Case {
-  what: string;
-  method: string;
-  url: URL;
-  headers: Record<string, string>;
-  body?: string;
-  service: string;
-  s3: boolean;
-  sessionToken?: string;
 }
 
 const cases: Case[] = [

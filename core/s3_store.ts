@@ -55,6 +55,13 @@ const PARTS_IN_FLIGHT = 3;
 /** Largest answer of a multipart call or a list page read into memory. */
 const CONTROL_BODY_BYTES = 8 * 1024 * 1024;
 
+/** What a request adds to its method and key: headers, a body, S3 sub-resources (`uploadId`). */
+interface RequestParts {
+  headers?: Record<string, string>;
+  body?: Uint8Array;
+  query?: Record<string, string>;
+}
+
 /** Options of `S3Store`. */
 export interface S3StoreOptions {
   bucket: string;
@@ -118,7 +125,7 @@ export class S3Store implements ObjectStore {
   async #send(
     method: string,
     key: string,
-    o: { headers?: Record<string, string>; body?: Uint8Array; query?: Record<string, string> } = {},
+    o: RequestParts = {},
   ): Promise<Response> {
     const url = this.objectUrl(key);
     for (const [k, v] of Object.entries(o.query ?? {})) url.searchParams.set(k, v);
@@ -131,7 +138,7 @@ export class S3Store implements ObjectStore {
   async #ok(
     method: string,
     key: string,
-    o: { headers?: Record<string, string>; body?: Uint8Array; query?: Record<string, string> } = {},
+    o: RequestParts = {},
   ): Promise<Response> {
     const r = await this.#send(method, key, o);
     if (!r.ok) throw await responseError(r);
@@ -273,7 +280,7 @@ export class S3Store implements ObjectStore {
       await this.#send("DELETE", key, { query: { uploadId } })
         .then((r) => r.body?.cancel())
         .catch(() => {});
-      throw err instanceof StoreError ? err : this.#classify(err, key);
+      throw this.#classify(err, key); // Podmin's own errors pass through unchanged
     }
   }
 
