@@ -110,7 +110,10 @@ export class AwsValueProvider implements ValueProvider {
         if (!r.ok) throw await responseError(r);
         const bytes = await readAllBounded(r.body ?? new Blob().stream(), {
           idleMs: this.#timeoutMs,
-          onIdle: () => new UnavailableError(`${target}: the answer stalled`),
+          onIdle: () =>
+            new UnavailableError(
+              `${target}: the answer from ${this.#endpointName()} stalled for ${this.#timeoutMs} ms`,
+            ),
           maxBytes: ANSWER_BYTES,
           what: `the answer of ${target}`,
         });

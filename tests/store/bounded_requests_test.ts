@@ -10,6 +10,8 @@ import assert from "node:assert/strict";
 import { UnavailableError } from "../../core/errors.ts";
 import { silentLogger } from "../../core/log.ts";
 import { S3Store } from "../../core/s3_store.ts";
+import { credentialChain, NoCredentialsError } from "../../core/aws_credentials.ts";
+import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { parseUpstreamRef } from "../../core/image_ref.ts";
 import { ImageReader } from "../../registry/image_reader.ts";
 import { UpstreamSource } from "../../registry/upstream.ts";
@@ -235,6 +237,65 @@ Deno.test(
       } finally {
         hole.close();
       }
+    }
+  },
+);
+
+Deno.test(
+  "Parameter Store and Secrets Manager reads fail within their bound (black hole, stalled answer)",
+  opts,
+  async () => {
+    for (const mode of ["black-hole", "stall-body"] as const) {
+      const hole = blackHole(mode);
+      const saved = Deno.env.get("AWS_ENDPOINT_URL");
+      Deno.env.set("AWS_ENDPOINT_URL", hole.endpoint); // the provider reads it when constructed
+      try {
+        const provider = new AwsValueProvider({ region: "us-east-1", requestTimeoutMs: 500 });
+        const t0 = Date.now();
+        const batch = await within(provider.fetchMany("ssm", ["/c/n/a/k"]), 15_000, "fetchMany");
+        const err = batch.get("/c/n/a/k");
+        const single = await within(provider.fetch("secretsmanager", "/c/n/a/s"), 15_000, "fetch")
+          .then(() => assert.fail("fetch succeeded"), (e) => e);
+        console.log(`  ${mode}: both reads failed after ${Date.now() - t0} ms`);
+        for (const e of [err, single]) {
+          assert.ok(e instanceof UnavailableError, String(e));
+          assert.match(
+            e.message,
+            mode === "black-hole"
+              ? new RegExp(`no answer from ${hole.endpoint} within 500 ms`)
+              : new RegExp(`answer from ${hole.endpoint} stalled for 500 ms`),
+          );
+        }
+      } finally {
+        if (saved === undefined) Deno.env.delete("AWS_ENDPOINT_URL");
+        else Deno.env.set("AWS_ENDPOINT_URL", saved);
+        hole.close();
+      }
+    }
+  },
+);
+
+Deno.test(
+  "instance credentials: a metadata endpoint that never answers fails within 1 s per request",
+  opts,
+  async () => {
+    const hole = blackHole();
+    try {
+      const chain = credentialChain((n) =>
+        ({ HOME: "/nonexistent", AWS_EC2_METADATA_SERVICE_ENDPOINT: hole.endpoint })[n]
+      );
+      const t0 = Date.now();
+      const err = await within(chain(), 10_000, "credentials").then(
+        () => assert.fail("credentials resolved"),
+        (e) => e,
+      );
+      const ms = Date.now() - t0;
+      console.log(`  black hole: instance credentials failed after ${ms} ms (bound 1000 ms)`);
+      assert.ok(err instanceof NoCredentialsError, String(err));
+      assert.match(err.message, /EC2 instance metadata/);
+      assert.equal(hole.accepted(), 1, "the token request, then no more");
+    } finally {
+      hole.close();
     }
   },
 );
