@@ -211,8 +211,9 @@ export function dualStackEndpoint(service: "ssm" | "secretsmanager", region: str
 
 const notFound = new AwsResponseError({ status: 400, code: "ParameterNotFound", message: "" });
 
-/** Worth a second try: no answer, throttling or a server error. */
+/** Worth a second try: no answer, a stalled answer, throttling or a server error. */
 function transient(err: unknown): boolean {
+  if (err instanceof UnavailableError) return true; // ours: a stalled answer
   if (!(err instanceof AwsResponseError)) return !(err instanceof PodminError);
   return err.status >= 500 || err.status === 429 || /Throttl/.test(err.code);
 }

@@ -257,6 +257,11 @@ Deno.test(
         const single = await within(provider.fetch("secretsmanager", "/c/n/a/s"), 15_000, "fetch")
           .then(() => assert.fail("fetch succeeded"), (e) => e);
         console.log(`  ${mode}: both reads failed after ${Date.now() - t0} ms`);
+        assert.equal(
+          hole.accepted(),
+          4,
+          "each read tried twice (one retry on a transient failure)",
+        );
         for (const e of [err, single]) {
           assert.ok(e instanceof UnavailableError, String(e));
           assert.match(
