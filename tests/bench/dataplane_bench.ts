@@ -3,6 +3,7 @@
  * namespaces and removes them). Prints figures, asserts nothing.
  *
  *   sudo deno run -A tests/bench/dataplane_bench.ts [--seconds 1.5] [--rounds 8] [--concurrency 4]
+ *     [--cost-rounds 5] [--cost-seconds 0.3] [--smoke]
  *
  * 1. TCP connect + request + reply + close, client Pod → node → backend Pod:
  *    directly to the backend, through the eBPF VIP, and through an nftables
@@ -13,19 +14,25 @@
  *    incremental changes).
  * 3. Per-packet program latency (BPF_PROG_TEST_RUN, kernel-measured) of new
  *    flows and of established flows with 1 vs 10,000 Services.
+ * 4. Cost per new-flow and per established packet apart from the client, at 1,
+ *    1,000 and 10,000 Services, eBPF vs kube-proxy's nftables and iptables modes
+ *    (`dataplane_cost.ts`).
  */
 
 import { Buffer } from "node:buffer";
 import { parseArgs } from "node:util";
 import { formatIpv6, parseIpv6 } from "../../core/ipv6.ts";
 import { Driver, nsRun, Topology } from "../support/dataplane_topology.ts";
-import { recordFigures } from "./bench_output.ts";
+import { benchSmoke, recordFigures } from "./bench_output.ts";
+import { measureDataplaneCost } from "./dataplane_cost.ts";
 
 const { values: opts } = parseArgs({
   options: {
     seconds: { type: "string", default: "1.5" },
     rounds: { type: "string", default: "8" },
     concurrency: { type: "string", default: "4" },
+    "cost-rounds": { type: "string", default: "5" },
+    "cost-seconds": { type: "string", default: "0.3" },
   },
 });
 const SECONDS = Number(opts.seconds);
@@ -364,9 +371,23 @@ async function main() {
       dataplane_established_10k_spread_ns: spread.b.p50,
     });
     await driver.call({ op: "apply", snapshot: EMPTY });
+    await driver.call({ op: "close" });
   } finally {
     await topo.destroy();
   }
+
+  // --- 4. cost per packet apart from the client ---------------------------------
+  const smoke = benchSmoke();
+  await recordFigures(
+    await measureDataplaneCost({
+      sizes: [1, 1_000, 10_000],
+      rounds: Number(opts["cost-rounds"]),
+      seconds: Number(opts["cost-seconds"]),
+      newFlows: smoke ? 2_000 : 50_000,
+      estFrames: smoke ? 5_000 : 200_000,
+      flows: smoke ? 100 : 1_000,
+    }),
+  );
 }
 
 if (import.meta.main) {
