@@ -8,6 +8,8 @@
  * - Filesystem store: the same blob through the agent's registry on an FsStore, vs a raw read of
  *   the same bytes from a file (curl file://), vs distribution's filesystem driver.
  * - Manifest by tag (S3 store): p50/p99 of sequential GETs, agent's registry vs distribution.
+ * - The runtime's floor on both stores (`deno_passthrough.ts`): a Deno server streaming the same
+ *   object untouched, and the same with the registry's SHA-256 verification, with their CPU.
  *
  * Run: deno run -A tests/bench/registry_bench.ts (part of `deno task bench`); figures go to
  * `$PODMIN_BENCH_JSON` (see bench_output.ts); `$PODMIN_BENCH_SMOKE=1` uses 1 MiB and few rounds.
@@ -102,6 +104,24 @@ async function podminRegistry(
     ],
     env: { ...env, ...agent.env },
     base: `http://${address}`,
+  });
+}
+
+/** The runtime's floor: a bare Deno server streaming `source` (`plain`) or verifying it. */
+async function denoFloor(mode: "plain" | "verify", source: string, digest: string) {
+  const port = await freePort();
+  return await serve({
+    cmd: Deno.execPath(),
+    args: [
+      "run",
+      "-A",
+      path.join(import.meta.dirname!, "deno_passthrough.ts"),
+      String(port),
+      mode,
+      source,
+      digest,
+    ],
+    base: `http://127.0.0.1:${port}`,
   });
 }
 
@@ -287,10 +307,16 @@ try {
   servers.push(distS3);
   await pushDistribution(distS3.base, image);
   console.log(`registry bench: ${mb(BLOB_BYTES / 1048576)} MiB blob, ${ROUNDS} rounds (curl)`);
+  const rawUrl = await presignedGet(m.endpoint, bucket, rawKey);
+  const floorS3 = await denoFloor("plain", rawUrl, image.layerDesc.digest);
+  const floorS3Verify = await denoFloor("verify", rawUrl, image.layerDesc.digest);
+  servers.push(floorS3, floorS3Verify);
   const s3Rates = await blobRates({
     podmin: { url: `${podS3.base}${blobPath}`, server: podS3 },
-    raw: { url: await presignedGet(m.endpoint, bucket, rawKey) },
+    raw: { url: rawUrl },
     distribution: { url: `${distS3.base}${blobPath}`, server: distS3 },
+    "deno plain": { url: `${floorS3.base}/blob`, server: floorS3 },
+    "deno verify": { url: `${floorS3Verify.base}/blob`, server: floorS3Verify },
   });
   const podRss = await rssMiB(podS3.pid);
   const distRss = await rssMiB(distS3.pid);
@@ -308,10 +334,15 @@ try {
   );
   servers.push(distFs);
   await pushDistribution(distFs.base, image);
+  const floorFs = await denoFloor("plain", image.layerFile, image.layerDesc.digest);
+  const floorFsVerify = await denoFloor("verify", image.layerFile, image.layerDesc.digest);
+  servers.push(floorFs, floorFsVerify);
   const fsRates = await blobRates({
     podmin: { url: `${podFs.base}${blobPath}`, server: podFs },
     raw: { url: `file://${image.layerFile}` },
     distribution: { url: `${distFs.base}${blobPath}`, server: distFs },
+    "deno plain": { url: `${floorFs.base}/blob`, server: floorFs },
+    "deno verify": { url: `${floorFsVerify.base}/blob`, server: floorFsVerify },
   });
 
   const figures = {
@@ -331,6 +362,11 @@ try {
     registry_manifest_p99_ms: manifests.podmin.p99,
     registry_manifest_distribution_p50_ms: manifests.distribution.p50,
     registry_manifest_distribution_p99_ms: manifests.distribution.p99,
+    registry_s3_deno_plain_mibs: s3Rates.mibs["deno plain"],
+    registry_s3_deno_verify_mibs: s3Rates.mibs["deno verify"],
+    registry_s3_deno_verify_cpu_s_per_gib: s3Rates.cpuPerGiB["deno verify"],
+    registry_fs_deno_plain_mibs: fsRates.mibs["deno plain"],
+    registry_fs_deno_verify_mibs: fsRates.mibs["deno verify"],
   };
   const list = (xs: number[]) => xs.map((x) => x.toFixed(0)).join(", ");
   for (const [store, r] of [["S3 (moto)", s3Rates], ["filesystem", fsRates]] as const) {
