@@ -32,12 +32,18 @@ import { writeJsonStatus } from "./status_file.ts";
 import { Dataplane } from "./dataplane/dataplane.ts";
 import { NodeDataplane } from "./dataplane/node_dataplane.ts";
 import type { ClusterSnapshot } from "../core/endpoint_snapshot.ts";
+import { canTrimMalloc, trimMalloc } from "../ffi/malloc_trim.ts";
 
 const MAX_BACKOFF_MS = 30_000;
 /** How often the CA state is re-read (spec §8.5: the trust window covers it). */
 const CA_STATE_REFRESH_MS = 30_000;
 /** The telemetry maintenance pass. */
 const TELEMETRY_INTERVAL_MS = 60_000;
+/**
+ * How often freed native memory is handed back to the system (ffi/malloc_trim.ts); also right
+ * after the Services or the node's Deployments change, the passes that read many objects.
+ */
+const MALLOC_TRIM_MS = 30_000;
 
 /**
  * The agent's store makes one attempt per operation: its loop is the retry (backoff with jitter),
@@ -275,6 +281,19 @@ Example:
         log,
       })
       : undefined;
+    const trimLoop = canTrimMalloc()
+      ? new Loop({
+        name: "malloc-trim",
+        intervalMs: MALLOC_TRIM_MS,
+        maxBackoffMs: MAX_BACKOFF_MS,
+        log,
+        pass: () => {
+          trimMalloc();
+          return Promise.resolve({});
+        },
+      })
+      : undefined;
+    if (trimLoop) services.onChange(() => trimLoop.hint());
     let converged = false;
     let lastGeneration: number | undefined;
     const record = new NodeRecordWriter({
@@ -311,11 +330,15 @@ Example:
           status.indexGeneration !== lastGeneration;
         converged = status.converged;
         lastGeneration = status.indexGeneration;
-        if (changed) recordLoop.hint();
+        if (changed) {
+          recordLoop.hint();
+          trimLoop?.hint();
+        }
         return writeStatus(stateDir, status);
       },
     });
     const loops: { start(): void; stop(): Promise<void> }[] = [deploymentsLoop, recordLoop];
+    if (trimLoop) loops.push(trimLoop);
     if (identity) loops.push(identity.loop);
     if (f.dnsDir) {
       const dns = new DnsPublisher({
