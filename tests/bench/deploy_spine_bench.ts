@@ -9,6 +9,8 @@
  *    idle window) and idle CPU of the agent as
  *    shipped (tests/bench/shipped_agent.ts: the bundle with the runtime settings), against
  *    the same agent polling an empty bucket, and the bundle without the settings for reference.
+ *    The same agent once more as nodes run it: with the endpoint mesh (`--mesh-listen`, a cluster
+ *    CA, a simulated kubelet Pods API), which loads gRPC, TLS and the certificate library.
  *
  * Run: deno task bench:deploy
  */
@@ -18,11 +20,13 @@ import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources } from "../../cli/desired_state.ts";
+import { newCaPem } from "../../cli/setup/cluster_cas.ts";
 import { silentLogger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { parseResource, type Resource } from "../../core/resources.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../support/moto.ts";
+import { LineProcess } from "../support/dataplane_topology.ts";
 import { nodeAgentArgs, spawnAgent, waitFor } from "../support/programs.ts";
 import { benchSmoke, processCpuSeconds, recordFigures } from "./bench_output.ts";
 import { shippedAgent } from "./shipped_agent.ts";
@@ -200,14 +204,44 @@ try {
   const empty = await m.createBucket();
   const rss: number[] = [];
   const cpuPct: number[] = [];
-  const runs: [string, string, typeof shipped][] = [
-    [empty, "rss-empty", shipped],
-    [big, "rss-big", shipped],
-    [big, "rss-big-unset", unset],
+  // As nodes run it: the endpoint mesh with a cluster CA (key on tmpfs) and a kubelet Pods API.
+  const caDir = await Deno.makeTempDir({ dir: "/dev/shm", prefix: "podmin-bench-ca-" });
+  const caFile = path.join(caDir, "cluster-ca.pem");
+  const ca = await newCaPem("podmin bench cluster CA");
+  await Deno.writeTextFile(caFile, `${ca.certPem}\n${ca.keyPem}`, { mode: 0o600 });
+  const podsSocket = path.join(tmp, "pods.sock");
+  const pods = new LineProcess(
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", path.join(import.meta.dirname!, "pods_api_child.ts"), podsSocket],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "null",
+    }).spawn(),
+  );
+  if ((await pods.readLine(30_000)) !== "ready") throw new Error("pods_api_child did not start");
+  const nodeArgs = [
+    "--node-id",
+    "bench-node",
+    "--mesh-listen",
+    "127.0.0.1:0",
+    "--mesh-advertise",
+    "127.0.0.1",
+    "--cluster-ca",
+    `file:${caFile}`,
+    "--pods-api-socket",
+    podsSocket,
+    "--dataplane",
+    "off",
   ];
-  for (const [b, d, how] of runs) {
+  const runs: [string, string, typeof shipped, string[]][] = [
+    [empty, "rss-empty", shipped, []],
+    [big, "rss-big", shipped, []],
+    [big, "rss-big-unset", unset, []],
+    [big, "rss-big-node", shipped, nodeArgs],
+  ];
+  for (const [b, d, how, extra] of runs) {
     const a = new Deno.Command(how.argv[0], {
-      args: [...how.argv.slice(1), ...agentArgs(b, path.join(tmp, d), 2000)],
+      args: [...how.argv.slice(1), ...agentArgs(b, path.join(tmp, d), 2000), ...extra],
       env: how.env,
       stdin: "null",
       stdout: "null",
@@ -250,6 +284,14 @@ try {
       }×); without the settings ${(rss[2] / 1024).toFixed(1)} MiB`,
   );
   console.log(
+    `as nodes run it (endpoint mesh, cluster CA, Pods API): RSS ${
+      (rss[3] / 1024).toFixed(1)
+    } MiB, idle CPU ${cpuPct[3].toFixed(2)} % of a core`,
+  );
+  await pods.end();
+  await pods.proc.status;
+  await Deno.remove(caDir, { recursive: true });
+  console.log(
     `agent idle CPU (2 s interval, ${IDLE_WINDOW_MS / 1000} s window): ${
       cpuPct[1].toFixed(2)
     } % of a core with ${BIG} deployments + ${BIG} services vs ${
@@ -268,6 +310,8 @@ try {
     deploy_agent_idle_cpu_empty_pct: cpuPct[0],
     deploy_agent_rss_unset_mib: rss[2] / 1024,
     deploy_agent_idle_cpu_unset_pct: cpuPct[2],
+    deploy_agent_rss_node_mib: rss[3] / 1024,
+    deploy_agent_idle_cpu_node_pct: cpuPct[3],
   });
 } finally {
   await Deno.remove(tmp, { recursive: true });
