@@ -11,6 +11,11 @@ import { assumedRole, generatedNodePolicy, type RoleCredentials } from "./aws_ia
 import { dedicatedMoto } from "../support/moto.ts";
 import { testWith } from "../support/requirements.ts";
 
+/** The same secret with its first character changed (never equal to it: the first may be "x"). */
+function otherSecret(secret: string): string {
+  return `${secret.startsWith("x") ? "y" : "x"}${secret.slice(1)}`;
+}
+
 const AWS_LIB = new URL("../../vmconfig/lib/aws.sh", import.meta.url).pathname;
 
 /** Runs a bash snippet with vmconfig/lib/aws.sh sourced and the role credentials loaded. */
@@ -87,14 +92,14 @@ testWith(
       assert.notEqual(ec2.code, 0);
       assert.match(ec2.stdout, /<Code>(AccessDenied|UnauthorizedOperation)<\/Code>/, ec2.stdout);
       const ec2Wrong = await withAwsLib(
-        { ...role, secretAccessKey: `x${role.secretAccessKey.slice(1)}` },
+        { ...role, secretAccessKey: otherSecret(role.secretAccessKey) },
         'ec2_call us-east-1 "Action=DescribeInstances"',
         { ...env, PODMIN_EC2_ENDPOINT: m.endpoint },
       );
       assert.match(ec2Wrong.stdout, /SignatureDoesNotMatch|AuthFailure/, ec2Wrong.stdout);
 
       // A wrong secret: moto recomputes the signature and refuses it; nothing is read.
-      const wrong = { ...role, secretAccessKey: `x${role.secretAccessKey.slice(1)}` };
+      const wrong = { ...role, secretAccessKey: otherSecret(role.secretAccessKey) };
       const bad = await withAwsLib(
         wrong,
         'aws_request s3 us-east-1 -H "x-amz-content-sha256: $EMPTY_SHA256" "$BASE/dependencies/blobs/abc"',
@@ -102,7 +107,7 @@ testWith(
       );
       assert.match(bad.stdout.slice(0, 2000), /<Code>SignatureDoesNotMatch<\/Code>/);
       const failed = await withAwsLib(
-        { ...role, secretAccessKey: `x${role.secretAccessKey.slice(1)}` },
+        { ...role, secretAccessKey: otherSecret(role.secretAccessKey) },
         's3_get "$BASE" us-east-1 dependencies/blobs/abc "$OUT.2"',
         env,
       );
