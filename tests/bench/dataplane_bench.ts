@@ -22,7 +22,7 @@
 import { Buffer } from "node:buffer";
 import { parseArgs } from "node:util";
 import { formatIpv6, parseIpv6 } from "../../core/ipv6.ts";
-import { Driver, nsRun, Topology } from "../support/dataplane_topology.ts";
+import { Driver, nftIn, nsRun, Topology } from "../support/dataplane_topology.ts";
 import { benchSmoke, recordFigures } from "./bench_output.ts";
 import { measureDataplaneCost } from "./dataplane_cost.ts";
 
@@ -85,19 +85,6 @@ const NFT_RULES = `table ip6 pmbench {
   }
 }
 `;
-
-async function nft(ns: string, script: string): Promise<void> {
-  const p = new Deno.Command("nsenter", {
-    args: [`--net=/run/netns/${ns}`, "nft", "-f", "-"],
-    stdin: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = p.stdin.getWriter();
-  await w.write(new TextEncoder().encode(script));
-  await w.close();
-  const out = await p.output();
-  if (!out.success) throw new Error(`nft: ${new TextDecoder().decode(out.stderr)}`);
-}
 
 /** An Ethernet + IPv6 + TCP SYN frame (checksums are not looked at by the program's lookups). */
 function synFrame(src: bigint, dst: bigint, sport: number, dport: number): string {
@@ -163,7 +150,7 @@ async function main() {
         ? [VIP, 80]
         : [NFT_VIP, 80];
       if (phase === "ebpf VIP") await driver.call({ op: "apply", snapshot: one });
-      if (phase === "nftables VIP") await nft(node, NFT_RULES);
+      if (phase === "nftables VIP") await nftIn(node, NFT_RULES);
       const out = JSON.parse(
         await topo.peer(client.ns, [
           "bench",
@@ -174,7 +161,7 @@ async function main() {
         ]),
       ) as BenchOut;
       if (phase === "ebpf VIP") await driver.call({ op: "apply", snapshot: EMPTY });
-      if (phase === "nftables VIP") await nft(node, "delete table ip6 pmbench\n");
+      if (phase === "nftables VIP") await nftIn(node, "delete table ip6 pmbench\n");
       const t = totals.get(phase) ?? { count: 0, seconds: 0, lat: [], errors: 0 };
       t.count += out.count;
       t.seconds += out.seconds;

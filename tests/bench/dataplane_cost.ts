@@ -23,7 +23,7 @@
  */
 
 import { formatIpv6, parseIpv6 } from "../../core/ipv6.ts";
-import { Driver, nsRun, sh, Topology } from "../support/dataplane_topology.ts";
+import { Driver, LineProcess, nftIn, nsRun, sh, Topology } from "../support/dataplane_topology.ts";
 import { median } from "./bench_output.ts";
 import {
   IPTABLES_MODE_TABLE,
@@ -80,19 +80,6 @@ const root = new URL("../../", import.meta.url).pathname;
 async function linkMac(ns: string, dev: string): Promise<string> {
   const [link] = JSON.parse(await nsRun(ns, "ip", ["-j", "link", "show", dev]));
   return link.address;
-}
-
-async function nftScript(ns: string, script: string): Promise<void> {
-  const p = new Deno.Command("nsenter", {
-    args: [`--net=/run/netns/${ns}`, "nft", "-f", "-"],
-    stdin: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = p.stdin.getWriter();
-  await w.write(new TextEncoder().encode(script));
-  await w.close();
-  const out = await p.output();
-  if (!out.success) throw new Error(`nft in ${ns}: ${new TextDecoder().decode(out.stderr)}`);
 }
 
 /** Whether this kernel charges softirq time apart from the task it interrupted. */
@@ -153,7 +140,7 @@ async function buildNode(topo: Topology, tag: string): Promise<CostNode> {
       "permanent",
     ]);
   }
-  await nftScript(
+  await nftIn(
     sink.ns,
     `table netdev sink {
   counter delivered {}
@@ -185,28 +172,22 @@ async function startReflector(
   sender: string,
   count: number,
 ): Promise<{ answered: Promise<number> }> {
-  const p = new Deno.Command("nsenter", {
-    args: [`--net=/run/netns/${ns}`, sender, "reflect", "eth0", String(count), "10"],
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const reader = p.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = "";
-  while (!buf.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`reflector: ${await new Response(p.stderr).text()}`);
-    buf += value;
-  }
-  if (!buf.startsWith("ready")) throw new Error(`reflector: ${buf}`);
+  const lp = new LineProcess(
+    new Deno.Command("nsenter", {
+      args: [`--net=/run/netns/${ns}`, sender, "reflect", "eth0", String(count), "10"],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn(),
+  );
+  const ready = await lp.readLine(10_000).catch((err) => String(err));
+  if (ready !== "ready") throw new Error(`reflector: ${ready} ${await lp.stderr()}`);
   const answered = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += value;
-    }
-    await p.status;
-    await p.stderr.cancel().catch(() => {});
-    return JSON.parse(buf.slice(buf.indexOf("\n") + 1)).reflected as number;
+    const result = JSON.parse(await lp.readLine(15_000)).reflected as number;
+    await lp.end();
+    await lp.proc.status;
+    await lp.proc.stderr.cancel().catch(() => {});
+    return result;
   })();
   return { answered };
 }
@@ -320,7 +301,7 @@ export async function measureDataplaneCost(o: CostOptions): Promise<Record<strin
       const cluster = { podCidr: POD_PREFIX, serviceCidr: SERVICE_CIDR };
       const loadMs = async (ns: string, scripts: string[]) => {
         const t0 = performance.now();
-        for (const s of scripts) await nftScript(ns, s);
+        for (const s of scripts) await nftIn(ns, s);
         return performance.now() - t0;
       };
       const mapsMs = await loadMs(nodes.b.ns, nftablesModeRules(list, cluster));
@@ -355,8 +336,8 @@ export async function measureDataplaneCost(o: CostOptions): Promise<Record<strin
       for (let r = 0; r < o.rounds; r++) {
         for (let i = 0; i < systems.length; i++) await run(systems[(i + r) % systems.length]);
       }
-      await nftScript(nodes.b.ns, `delete table ip6 ${NFTABLES_MODE_TABLE}\n`);
-      await nftScript(nodes.c.ns, `delete table ip6 ${IPTABLES_MODE_TABLE}\n`);
+      await nftIn(nodes.b.ns, `delete table ip6 ${NFTABLES_MODE_TABLE}\n`);
+      await nftIn(nodes.c.ns, `delete table ip6 ${IPTABLES_MODE_TABLE}\n`);
       await conntrackFlush(nodes.b, sender);
       await conntrackFlush(nodes.c, sender);
 

@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { sh } from "../support/dataplane_topology.ts";
+import { nftIn, nsRun, sh } from "../support/dataplane_topology.ts";
 import { testWith } from "../support/requirements.ts";
 import {
   IPTABLES_MODE_TABLE,
@@ -26,28 +26,14 @@ const services: RuleService[] = Array.from({ length: COUNT }, (_, k) => ({
 const cluster = { podCidr: "fd00:a::1:0:0:0/80", serviceCidr: "fd00:504d::/112" };
 
 async function load(ns: string, scripts: string[]): Promise<void> {
-  for (const script of scripts) {
-    const p = new Deno.Command("ip", {
-      args: ["netns", "exec", ns, "nft", "-f", "-"],
-      stdin: "piped",
-      stderr: "piped",
-    }).spawn();
-    const w = p.stdin.getWriter();
-    await w.write(new TextEncoder().encode(script));
-    await w.close();
-    const out = await p.output();
-    assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  }
+  for (const script of scripts) await nftIn(ns, script);
 }
 
 // deno-lint-ignore no-explicit-any
 type NftItem = Record<string, any>;
 
 async function list(ns: string, table: string): Promise<NftItem[]> {
-  return JSON.parse(
-    await sh("ip", ["netns", "exec", ns, "nft", "-j", "list", "table", "ip6", table]),
-  )
-    .nftables;
+  return JSON.parse(await nsRun(ns, "nft", ["-j", "list", "table", "ip6", table])).nftables;
 }
 
 testWith(
