@@ -7,11 +7,12 @@
  *
  * Every GET (any path; `/v2/` answers 200 for readiness) streams SOURCE — an http(s) URL (fetched
  * anew per request) or a file path — as the response body. `plain` hands the source's stream to
- * `Deno.serve` untouched (no JavaScript per chunk); `verify` passes it through a SHA-256 of every
- * chunk, holding back the last chunk until the whole matches DIGEST, as the registry does.
+ * `Deno.serve` untouched (no JavaScript per chunk); `verify` passes it through the registry's own
+ * verifying stream (registry/image_reader.ts: a SHA-256 of every chunk, the last chunk held back
+ * until the whole matches DIGEST).
  */
 
-import { createHash } from "node:crypto";
+import { verifying } from "../../registry/image_reader.ts";
 
 const [port, mode, source, digest] = Deno.args;
 if (!port || !["plain", "verify"].includes(mode) || !source || !digest) {
@@ -29,26 +30,10 @@ async function open(): Promise<{ body: ReadableStream<Uint8Array>; size: number 
   return { body: file.readable, size: (await file.stat()).size };
 }
 
-function verifying(): TransformStream<Uint8Array, Uint8Array> {
-  const hash = createHash("sha256");
-  let held: Uint8Array | undefined;
-  return new TransformStream({
-    transform(chunk, controller) {
-      if (held) controller.enqueue(held);
-      hash.update(chunk);
-      held = chunk;
-    },
-    flush(controller) {
-      if (`sha256:${hash.digest("hex")}` !== digest) throw new Error("digest mismatch");
-      if (held) controller.enqueue(held);
-    },
-  });
-}
-
 Deno.serve({ port: Number(port), hostname: "127.0.0.1", onListen() {} }, async (req) => {
   if (new URL(req.url).pathname === "/v2/") return new Response("{}");
   const { body, size } = await open();
-  return new Response(mode === "plain" ? body : body.pipeThrough(verifying()), {
+  return new Response(mode === "plain" ? body : body.pipeThrough(verifying(digest, source)), {
     headers: { "content-length": String(size), "content-type": "application/octet-stream" },
   });
 });
