@@ -27,7 +27,7 @@ import { parseResource, type Resource } from "../../core/resources.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../support/moto.ts";
 import { LineProcess } from "../support/dataplane_topology.ts";
-import { nodeAgentArgs, spawnAgent, waitFor } from "../support/programs.ts";
+import { meshAgentArgs, nodeAgentArgs, spawnAgent, waitFor } from "../support/programs.ts";
 import { benchSmoke, processCpuSeconds, recordFigures } from "./bench_output.ts";
 import { shippedAgent } from "./shipped_agent.ts";
 
@@ -219,20 +219,7 @@ try {
     }).spawn(),
   );
   if ((await pods.readLine(30_000)) !== "ready") throw new Error("pods_api_child did not start");
-  const nodeArgs = [
-    "--node-id",
-    "bench-node",
-    "--mesh-listen",
-    "127.0.0.1:0",
-    "--mesh-advertise",
-    "127.0.0.1",
-    "--cluster-ca",
-    `file:${caFile}`,
-    "--pods-api-socket",
-    podsSocket,
-    "--dataplane",
-    "off",
-  ];
+  const nodeArgs = meshAgentArgs({ nodeId: "bench-node", caFile, podsSocket });
   const runs: [string, string, typeof shipped, string[]][] = [
     [empty, "rss-empty", shipped, []],
     [big, "rss-big", shipped, []],

@@ -17,7 +17,7 @@ import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
 import { openStore } from "../../core/store_url.ts";
 import { moto } from "../support/moto.ts";
 import { PodsApiServer } from "../support/pods_api_server.ts";
-import { nodeAgentArgs } from "../support/programs.ts";
+import { meshAgentArgs, nodeAgentArgs } from "../support/programs.ts";
 import {
   applyServices,
   type ClusterAgent,
@@ -80,22 +80,9 @@ Deno.test("discovery scale [moto]: 50 agents on simulated Pods APIs converge; a 
       "--allow-all",
       new URL("../../agent/main.ts", import.meta.url).pathname,
       ...nodeAgentArgs({ bucket: `s3://${bucket}`, nodeGroup: "workers", base: childBase }),
-      "--node-id",
-      nodeId(0),
       "--registry-listen",
       "off",
-      "--mesh-listen",
-      "127.0.0.1:0",
-      "--mesh-advertise",
-      "127.0.0.1",
-      "--cluster-ca",
-      `file:${caFile}`,
-      "--pods-api-socket",
-      childPods.socket,
-      // Not under test here; on, it would attach to this machine's interfaces, and a SIGKILL
-      // leaves a dataplane serving (the services e2e test runs it in network namespaces).
-      "--dataplane",
-      "off",
+      ...meshAgentArgs({ nodeId: nodeId(0), caFile, podsSocket: childPods.socket }),
     ],
     stdin: "null",
     stdout: "null",

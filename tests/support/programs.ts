@@ -105,6 +105,29 @@ export function nodeAgentArgs(
   ];
 }
 
+/**
+ * `podmin-agent run` flags of an agent in the endpoint mesh on loopback: its node id, the mesh on
+ * 127.0.0.1 (any port), the cluster CA from a PEM file (key included; keep it on tmpfs), a kubelet
+ * Pods API socket, and the dataplane off (on, it would attach to this machine's interfaces, and
+ * a SIGKILL leaves it serving; the services e2e test runs it in network namespaces).
+ */
+export function meshAgentArgs(o: { nodeId: string; caFile: string; podsSocket: string }): string[] {
+  return [
+    "--node-id",
+    o.nodeId,
+    "--mesh-listen",
+    "127.0.0.1:0",
+    "--mesh-advertise",
+    "127.0.0.1",
+    "--cluster-ca",
+    `file:${o.caFile}`,
+    "--pods-api-socket",
+    o.podsSocket,
+    "--dataplane",
+    "off",
+  ];
+}
+
 /** The agent's tmpfs-side directories (values, certificates, status) under `base`. */
 export function nodeStateDirArgs(base: string): string[] {
   return [
