@@ -10,6 +10,25 @@ import { type CredentialSource, sharedCredentials } from "./aws_credentials.ts";
 import { sha256Hex } from "./digest.ts";
 import { headBoundedFetch } from "./request_bounds.ts";
 
+/** The AWS services the agent and the registry call without the SDK, by their SDK service ID. */
+export type AwsServiceId = "S3" | "SSM" | "Secrets Manager";
+
+/**
+ * The configured endpoint of one service, resolved as the AWS SDKs resolve it from the
+ * environment: `AWS_ENDPOINT_URL_<SERVICE_ID>` (the service ID upper-cased, words joined by `_`:
+ * `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL_SSM`, `AWS_ENDPOINT_URL_SECRETS_MANAGER`), else
+ * `AWS_ENDPOINT_URL`; none when `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS` is `true`. Undefined: the
+ * caller uses AWS's own endpoint.
+ */
+export function configuredEndpoint(
+  service: AwsServiceId,
+  env: (name: string) => string | undefined = (name) => Deno.env.get(name),
+): string | undefined {
+  if (env("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")?.toLowerCase() === "true") return undefined;
+  const specific = `AWS_ENDPOINT_URL_${service.toUpperCase().split(" ").join("_")}`;
+  return env(specific) || env("AWS_ENDPOINT_URL") || undefined;
+}
+
 /** An AWS error answer: HTTP status, the service's error code and message. */
 export class AwsResponseError extends Error {
   readonly status: number;

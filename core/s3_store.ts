@@ -14,6 +14,7 @@ import { type CredentialSource, NoCredentialsError } from "./aws_credentials.ts"
 import {
   AwsRequester,
   AwsResponseError,
+  configuredEndpoint,
   responseError,
   xmlElements,
   xmlEscape,
@@ -66,7 +67,10 @@ interface RequestParts {
 export interface S3StoreOptions {
   bucket: string;
   region: string;
-  /** Custom endpoint (path-style); defaults to `AWS_ENDPOINT_URL`, else AWS's dual-stack endpoint. */
+  /**
+   * Custom endpoint (path-style); defaults to `AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL`
+   * (`configuredEndpoint`), else AWS's dual-stack endpoint.
+   */
   endpoint?: string;
   retry?: RetryPolicy;
   /**
@@ -97,7 +101,7 @@ export class S3Store implements ObjectStore {
     this.region = options.region;
     this.url = `s3://${options.bucket}`;
     this.#retry = options.retry ?? DEFAULT_RETRY;
-    this.endpoint = options.endpoint ?? (Deno.env.get("AWS_ENDPOINT_URL") || undefined);
+    this.endpoint = options.endpoint ?? configuredEndpoint("S3");
     this.#timeoutMs = options.requestTimeoutMs ?? requestTimeoutMs();
     this.#endpointName = this.endpoint ?? `S3 (${options.region})`;
     this.#aws = new AwsRequester({
@@ -527,7 +531,7 @@ export function classify(
     return new UnavailableError(`${url} unavailable: ${message}`, {
       key,
       cause: err,
-      hint: "the bucket endpoint could not be reached; check network and AWS_ENDPOINT_URL",
+      hint: "the bucket endpoint could not be reached; check network and AWS_ENDPOINT_URL(_S3)",
     });
   }
   if (status === 403 && name === "RequestTimeTooSkewed") {

@@ -1,6 +1,11 @@
 /** Reads declared app values from AWS Parameter Store and Secrets Manager. */
 
-import { AwsRequester, AwsResponseError, responseError } from "../../core/aws_request.ts";
+import {
+  AwsRequester,
+  AwsResponseError,
+  configuredEndpoint,
+  responseError,
+} from "../../core/aws_request.ts";
 import type { CredentialSource } from "../../core/aws_credentials.ts";
 import {
   NotFoundError,
@@ -66,15 +71,16 @@ const ANSWER_BYTES = 1024 * 1024;
 
 /**
  * The AWS implementation: Parameter Store and Secrets Manager through their JSON APIs, signed by
- * core/aws_request.ts (the SDK's clients are not loaded: spec §2.4). The endpoint is
- * `AWS_ENDPOINT_URL` when set, else the services' dual-stack endpoints. A transient failure is
+ * core/aws_request.ts (the SDK's clients are not loaded: spec §2.4). The endpoint of each service
+ * is the configured one (`AWS_ENDPOINT_URL_SSM`, `AWS_ENDPOINT_URL_SECRETS_MANAGER`, then
+ * `AWS_ENDPOINT_URL`: `configuredEndpoint`), else its dual-stack endpoint. A transient failure is
  * tried once more after a short jittered pause; the values loop backs off beyond that.
  */
 export class AwsValueProvider implements ValueProvider {
   readonly #aws: AwsRequester;
   readonly #region: string;
   readonly #timeoutMs: number;
-  readonly #endpoint: string | undefined;
+  readonly #endpoints: Record<"ssm" | "secretsmanager", string | undefined>;
 
   /** `requestTimeoutMs` bounds each attempt (default `requestTimeoutMs()`, §2.3). */
   constructor(
@@ -82,7 +88,10 @@ export class AwsValueProvider implements ValueProvider {
   ) {
     this.#timeoutMs = options.requestTimeoutMs ?? requestTimeoutMs();
     this.#region = options.region;
-    this.#endpoint = Deno.env.get("AWS_ENDPOINT_URL") || undefined;
+    this.#endpoints = {
+      ssm: configuredEndpoint("SSM"),
+      secretsmanager: configuredEndpoint("Secrets Manager"),
+    };
     this.#aws = new AwsRequester({
       region: options.region,
       timeoutMs: this.#timeoutMs,
@@ -96,7 +105,7 @@ export class AwsValueProvider implements ValueProvider {
     target: string,
     input: unknown,
   ): Promise<JsonAnswer> {
-    const url = new URL(this.#endpoint ?? dualStackEndpoint(service, this.#region));
+    const url = new URL(this.#endpoints[service] ?? dualStackEndpoint(service, this.#region));
     const body = new TextEncoder().encode(JSON.stringify(input));
     for (let attempt = 1;; attempt++) {
       try {
@@ -112,7 +121,9 @@ export class AwsValueProvider implements ValueProvider {
           idleMs: this.#timeoutMs,
           onIdle: () =>
             new UnavailableError(
-              `${target}: the answer from ${this.#endpointName()} stalled for ${this.#timeoutMs} ms`,
+              `${target}: the answer from ${
+                this.#endpointName(service)
+              } stalled for ${this.#timeoutMs} ms`,
             ),
           maxBytes: ANSWER_BYTES,
           what: `the answer of ${target}`,
@@ -152,7 +163,7 @@ export class AwsValueProvider implements ValueProvider {
       } catch (err) {
         const e = isTimeout(err)
           ? timeoutError({
-            endpoint: this.#endpointName(),
+            endpoint: this.#endpointName(from),
             timeoutMs: this.#timeoutMs,
             what: `Parameter Store ${chunk.length} parameter(s)`,
             cause: err,
@@ -183,7 +194,7 @@ export class AwsValueProvider implements ValueProvider {
     } catch (err) {
       if (isTimeout(err)) {
         throw timeoutError({
-          endpoint: this.#endpointName(),
+          endpoint: this.#endpointName(from),
           timeoutMs: this.#timeoutMs,
           what: `${from === "ssm" ? "Parameter Store" : "Secrets Manager"} ${name}`,
           cause: err,
@@ -193,8 +204,8 @@ export class AwsValueProvider implements ValueProvider {
     }
   }
 
-  #endpointName(): string {
-    return this.#endpoint ?? `AWS (${this.#region})`;
+  #endpointName(service: "ssm" | "secretsmanager"): string {
+    return this.#endpoints[service] ?? `AWS (${this.#region})`;
   }
 }
 
