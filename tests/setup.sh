@@ -59,20 +59,29 @@ PODMIN_TEST_BIN=${PODMIN_TEST_BIN:-/opt/podmin-test/bin}
 declare -A gotools=(
   [oci-conformance]="github.com/opencontainers/distribution-spec/conformance@v0.0.0-20260831232431-97274622c111:conformance"
   [distribution-registry]="github.com/distribution/distribution/v3/cmd/registry@v3.1.2:registry"
+  # An S3 server that keeps up with 1,000 simulated agents (the cluster-scale bench; moto serves
+  # about 300 GETs/s). Its conditional writes are checked by the bench before it relies on them.
+  [versitygw]="github.com/versity/versitygw/cmd/versitygw@v1.8.0:versitygw"
 )
 for tool in "${!gotools[@]}"; do
-  [[ -x "$PODMIN_TEST_BIN/$tool" ]] && continue
+  spec=${gotools[$tool]}
+  # Cached by version: the module@version a binary was built from is kept beside it.
+  if [[ -x "$PODMIN_TEST_BIN/$tool" ]]; then
+    built=$(cat "$PODMIN_TEST_BIN/.$tool.module" 2>/dev/null || true)
+    [[ -z "$built" || "$built" == "$spec" ]] && continue
+    echo "setup: $tool was built from $built; rebuilding from $spec"
+  fi
   if ! have go; then
     echo "setup: go is missing; cannot build $tool" >&2
     continue
   fi
-  spec=${gotools[$tool]}
   module=${spec%:*} binary=${spec##*:}
   echo "setup: building $tool from $module"
   build=$(mktemp -d)
   GOBIN="$build" GOFLAGS=-mod=mod go install "$module"
   mkdir -p "$PODMIN_TEST_BIN"
   mv "$build/$binary" "$PODMIN_TEST_BIN/$tool"
+  echo "$spec" >"$PODMIN_TEST_BIN/.$tool.module"
   rm -rf "$build"
 done
 
