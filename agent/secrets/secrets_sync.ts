@@ -3,6 +3,11 @@
  * tmpfs directory. Values are fetched when a Deployment first appears, when
  * its declared keys change, and every refresh interval; a provider failure
  * keeps the last good generation.
+ *
+ * The directories are checked (root mode and owner, each Pod's layout repaired) when a Deployment
+ * is first seen by this process, whenever its values were fetched, and otherwise once per
+ * `verifyMs`: a restart after a crash checks everything at once, and the passes in between
+ * (every 2 s on an idle node) touch no file.
  */
 
 import * as path from "node:path";
@@ -31,8 +36,13 @@ export interface SecretsSyncOptions {
   retryMs?: number;
   /** Source of jitter in [0, 1) (default Math.random). */
   random?: () => number;
+  /** Longest time between checks of a directory whose values were not fetched (default 60 s). */
+  verifyMs?: number;
   log: Logger;
 }
+
+/** Default longest time between checks of the values directories: 60 s (the manifests' full scan). */
+export const VERIFY_MS = 60_000;
 
 /** The outcome of one sync. */
 export interface SecretsResult {
@@ -49,6 +59,9 @@ interface PodState {
   nextFetch: number;
   /** Consecutive failed fetches. */
   failures: number;
+  /** When the Pod's directory is next checked, and whether it held every key then. */
+  nextVerify?: number;
+  ready?: boolean;
 }
 
 /** The declared keys of a Deployment, as one comparable string. */
@@ -60,6 +73,8 @@ function keysOf(d: Deployment): string {
 export class SecretsSync {
   readonly #options: SecretsSyncOptions;
   readonly #state = new Map<string, PodState>();
+  /** When the root's mode and owner are next checked. */
+  #nextRootCheck = -Infinity;
 
   constructor(options: SecretsSyncOptions) {
     this.#options = options;
@@ -75,15 +90,21 @@ export class SecretsSync {
     const result: SecretsResult = { ready: new Set(), errors: [], rotated: [] };
     const withSecrets = deployments.filter((d) => d.spec.secrets?.length);
     if (!withSecrets.length) return result;
-    try {
-      await ensurePrivateRoot({
-        dir: this.#options.secretsDir,
-        what: "values",
-        log: this.#options.log,
-      });
-    } catch (err) {
-      result.errors.push(`values directory ${this.#options.secretsDir}: ${(err as Error).message}`);
-      return result;
+    if (now >= this.#nextRootCheck || withSecrets.some((d) => this.#due(d, now))) {
+      try {
+        await ensurePrivateRoot({
+          dir: this.#options.secretsDir,
+          what: "values",
+          log: this.#options.log,
+        });
+        this.#nextRootCheck = now + (this.#options.verifyMs ?? VERIFY_MS);
+      } catch (err) {
+        this.#nextRootCheck = -Infinity;
+        result.errors.push(
+          `values directory ${this.#options.secretsDir}: ${(err as Error).message}`,
+        );
+        return result;
+      }
     }
     const fetched = await this.#fetchDue(withSecrets, now);
     await Promise.all(withSecrets.map((d) => this.#syncOne(d, now, result, fetched)));
@@ -145,7 +166,14 @@ export class SecretsSync {
     const dir = path.join(this.#options.secretsDir, podDirName(namespace, name));
     const keys = keysOf(d);
     let verified = false; // writeGeneration verifies and repairs the layout itself
-    if (this.#due(d, now)) {
+    const due = this.#due(d, now);
+    const known = this.#state.get(ref);
+    if (!due && known?.ready !== undefined && now < (known.nextVerify ?? -Infinity)) {
+      // Checked since, nothing fetched: the directory is as the last check left it.
+      if (known.ready) result.ready.add(ref);
+      return;
+    }
+    if (due) {
       try {
         const values = secrets.map((s) => {
           const v = fetched.get(`${s.from}:${this.#name(d, s.key)}`);
@@ -189,10 +217,21 @@ export class SecretsSync {
         this.#options.log.warn("values layout repaired", { deployment: ref, repaired });
       }
       const current = await readGeneration(dir);
-      if (current && secrets.every((s) => current.has(s.key))) result.ready.add(ref);
+      const ready = !!current && secrets.every((s) => current.has(s.key));
+      if (ready) result.ready.add(ref);
+      this.#verified(ref, keys, now, ready);
     } catch (err) {
+      this.#verified(ref, keys, now, undefined);
       result.errors.push(`values of ${ref}: ${(err as Error).message}`);
     }
+  }
+
+  /** Records a check of `ref`'s directory (`ready` undefined: it failed, check again next pass). */
+  #verified(ref: string, keys: string, now: number, ready: boolean | undefined): void {
+    const st = this.#state.get(ref) ?? { keys, nextFetch: -Infinity, failures: 0 };
+    st.ready = ready;
+    st.nextVerify = ready === undefined ? -Infinity : now + (this.#options.verifyMs ?? VERIFY_MS);
+    this.#state.set(ref, st);
   }
 
   /**

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
-import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
+import { SecretsSync, VERIFY_MS } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources, deleteResource } from "../../cli/desired_state.ts";
 import { silentLogger } from "../../core/log.ts";
@@ -135,7 +135,7 @@ Deno.test("secrets loop [moto]: generations swap atomically on change; failures 
   }
 });
 
-Deno.test("secrets loop [moto]: every pass enforces the values dir mode and repairs the layout; a symlinked Pod dir is left alone", async () => {
+Deno.test("secrets loop [moto]: the check every verifyMs enforces the values dir mode and repairs the layout (passes between touch no file); a symlinked Pod dir is left alone", async () => {
   const m = await moto();
   await m.reset();
   const tmp = await Deno.makeTempDir({ prefix: "podmin-secrets-" });
@@ -153,7 +153,8 @@ Deno.test("secrets loop [moto]: every pass enforces the values dir mode and repa
       log: silentLogger,
     });
     const deployment = web as Deployment;
-    let r = await sync.sync([deployment]);
+    const t0 = Date.now();
+    let r = await sync.sync([deployment], t0);
     assert.ok(r.ready.has("default/web"), r.errors.join("\n"));
     assert.equal((await Deno.stat(secretsDir)).mode! & 0o777, 0o700);
 
@@ -161,9 +162,27 @@ Deno.test("secrets loop [moto]: every pass enforces the values dir mode and repa
     await Deno.chmod(secretsDir, 0o755);
     const podDir = path.join(secretsDir, "default_web");
     await Deno.remove(path.join(podDir, "db-password"));
-    r = await sync.sync([deployment]);
+    // A pass before the next check touches no file: the damage is still there.
+    r = await sync.sync([deployment], t0 + VERIFY_MS - 1);
+    assert.ok(r.ready.has("default/web"), r.errors.join("\n"));
+    assert.equal((await Deno.stat(secretsDir)).mode! & 0o777, 0o755);
+    await assert.rejects(Deno.stat(path.join(podDir, "db-password")), Deno.errors.NotFound);
+    // The check repairs both.
+    r = await sync.sync([deployment], t0 + VERIFY_MS);
     assert.ok(r.ready.has("default/web"), r.errors.join("\n"));
     assert.equal((await Deno.stat(secretsDir)).mode! & 0o777, 0o700);
+    assert.equal(await Deno.readTextFile(path.join(podDir, "db-password")), "v1");
+    // So does a restart (a new process fetches and checks on its first pass).
+    await Deno.remove(path.join(podDir, "db-password"));
+    const restarted = new SecretsSync({
+      cluster: "test",
+      secretsDir,
+      provider: new AwsValueProvider({ region: "us-east-1" }),
+      refreshMs: 3_600_000,
+      log: silentLogger,
+    });
+    r = await restarted.sync([deployment], t0 + VERIFY_MS + 1);
+    assert.ok(r.ready.has("default/web"), r.errors.join("\n"));
     assert.equal(await Deno.readTextFile(path.join(podDir, "db-password")), "v1");
 
     // The Pod dir replaced by a symlink to another directory: reported, not followed.
@@ -172,7 +191,7 @@ Deno.test("secrets loop [moto]: every pass enforces the values dir mode and repa
     await Deno.writeTextFile(path.join(other, "important.txt"), "keep");
     await Deno.remove(podDir, { recursive: true });
     await Deno.symlink(other, podDir);
-    r = await sync.sync([deployment]);
+    r = await sync.sync([deployment], t0 + 2 * VERIFY_MS);
     assert.ok(!r.ready.has("default/web"));
     assert.match(r.errors.join("\n"), /default_web is a symlink/);
     await sync.prune(new Set());
