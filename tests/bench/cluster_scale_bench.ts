@@ -1,33 +1,41 @@
 /**
  * Cluster-scale simulation (issue 18, item 4; spec §7.9 "Cost model"): N simulated agents
  * (default 1,000, in worker processes: tests/bench/cluster_scale_worker.ts, driven by
- * tests/bench/cluster_scale_fleet.ts) on one moto, every request they make counted by a forwarder
- * in front of moto (tests/bench/counting_proxy.ts), at the product's defaults (2 s interval, 60 s
- * value refresh, 15 s coordinator lease, 10 s fallback polling). Agents are spread over NodeGroups;
- * every node runs one Deployment with 10 Parameter Store values.
+ * tests/bench/cluster_scale_fleet.ts), every request they make counted, at the product's defaults
+ * (2 s interval, 60 s value refresh, 15 s coordinator lease, 10 s fallback polling). Agents are
+ * spread over NodeGroups; every node runs one Deployment with 10 Parameter Store values.
  *
- * Printed, and recorded for tests/bench/run_all.ts (`bench/results.json`):
+ * It runs on two S3 peers in turn (`--s3 both`, the default; or `--s3 versitygw|moto`):
+ *
+ * - **versitygw** (tests/support/versitygw.ts), a real S3 server in Go that serves several
+ *   thousand GETs/s here: its figures are the recorded ones. S3 requests are counted from its
+ *   access log; Parameter Store stays on moto, through the counting forwarder
+ *   (tests/bench/counting_proxy.ts). Its conditional writes are checked before the run.
+ * - **moto** for S3 too (the issue's setup), figures recorded with the suffix `_moto`. moto
+ *   serves about 300 GETs/s to one client here, and an apply makes every agent read the index: at
+ *   1,000 agents moto alone takes longer than the goal allows, which the run shows by measuring
+ *   the peer's GET rate first, on the agents' path.
+ *
+ * Printed per peer, and recorded for tests/bench/run_all.ts (`bench/results.json`):
  *
  * - idle S3 GETs per minute of the whole cluster, by key (with the mesh only its coordinator
  *   polls), and Parameter Store calls per second (`GetParameters`, 10 names per call);
  * - apply → manifest written, p50/p99 over every agent and several applies (each apply adds a
  *   Deployment to every NodeGroup, so every agent writes a manifest), with apply → announcement
- *   (the mesh's share) beside it;
+ *   (the mesh's share) beside it, and what the first apply cost, by request kind;
  * - the same after the coordinator was killed (the members fall back to jittered direct polling
  *   until a new coordinator is elected), and the share of survivors that converged;
  * - the baseline, in the same run: a subset of the same agents without the mesh (direct polling)
  *   and without batching (one `GetParameter` per value), its idle rates scaled to N by the number
  *   of agents (each agent polls on its own timers: the rates are linear in N). Its apply latency
- *   is the subset's own (not scaled), beside the same subset's with the mesh: at that size moto
- *   keeps up, so the two compare the product, not moto's throughput.
+ *   is the subset's own (not scaled), beside the same subset's with the mesh.
  *
  * Goals (issue 18): ≤ 60 idle GETs/min for 1,000 nodes; p99 ≤ poll + 1 s; ≤ 40 SSM calls/s;
- * fallback keeps every node converging. moto serves one request at a time per core it gets: the
- * run prints how many requests each apply cost and how fast moto served them, so a latency bound by
- * moto's throughput is told apart from the product's.
+ * fallback keeps every node converging.
  *
- * Run: deno task bench:scale [--nodes N --workers P ...]; `--smoke` (or $PODMIN_BENCH_SMOKE=1):
- * a handful of agents, short windows and intervals (figures present, not meaningful).
+ * Run: deno task bench:scale [--nodes N --workers P --s3 PEER ...]; `--smoke` (or
+ * $PODMIN_BENCH_SMOKE=1): a handful of agents, short windows and intervals (figures present, not
+ * meaningful). versitygw is built by tests/setup.sh (/opt/podmin-test/bin on PATH).
  */
 
 import * as path from "node:path";
@@ -37,9 +45,18 @@ import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
 import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
 import { valueName } from "../../core/provider_names.ts";
+import type { ObjectStore } from "../../core/object_store.ts";
+import { S3Store } from "../../core/s3_store.ts";
 import { openStore } from "../../core/store_url.ts";
 import { moto, putParameter } from "../support/moto.ts";
-import { benchSmoke, percentile, recordFigures } from "./bench_output.ts";
+import { checkConditionalWrites, startVersitygw } from "../support/versitygw.ts";
+import {
+  benchSmoke,
+  median,
+  percentile,
+  processCpuSeconds,
+  recordFigures,
+} from "./bench_output.ts";
 import {
   appDeployment,
   type ApplyResult,
@@ -47,7 +64,7 @@ import {
   Fleet,
   nodeGroupOf,
 } from "./cluster_scale_fleet.ts";
-import { type CountingProxy, countingProxy } from "./counting_proxy.ts";
+import { countingProxy } from "./counting_proxy.ts";
 import type { WorkerStatus } from "./cluster_scale_worker.ts";
 
 const { values } = parseArgs({
@@ -62,6 +79,7 @@ const { values } = parseArgs({
     "baseline-idle-s": { type: "string" },
     applies: { type: "string" },
     "start-spread-s": { type: "string" },
+    s3: { type: "string", default: "both" },
   },
 });
 const SMOKE = values.smoke || benchSmoke();
@@ -77,6 +95,16 @@ const APPLIES = num(values.applies, 5, 1);
 const BASELINE_APPLIES = SMOKE ? 1 : 3;
 /** Agents join over this window (a cluster does not boot in one instant; moto is one process). */
 const START_SPREAD_S = num(values["start-spread-s"], 240, 0.5);
+/** The same on versitygw (the join costs the simulator's CPU more than the S3 server's). */
+const START_SPREAD_S_FAST = num(values["start-spread-s"], 90, 0.5);
+type S3PeerName = "versitygw" | "moto";
+const S3_PEERS: S3PeerName[] = values.s3 === "both"
+  ? ["versitygw", "moto"]
+  : values.s3 === "versitygw" || values.s3 === "moto"
+  ? [values.s3]
+  : (() => {
+    throw new Error(`--s3 takes both, versitygw or moto, not ${values.s3}`);
+  })();
 /** Product defaults: `--interval`, `--secrets-interval` (smoke: values every 2 s, to count some). */
 const POLL_MS = 2_000;
 const SECRETS_MS = SMOKE ? 2_000 : 60_000;
@@ -105,9 +133,9 @@ async function until(
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Request counts of one bucket (and of the provider APIs), by kind: `GET key`, `Target`. */
-function countsOf(proxy: CountingProxy, bucket: string): Map<string, number> {
+function byKind(counts: Map<string, number>, bucket: string): Map<string, number> {
   const out = new Map<string, number>();
-  for (const [what, n] of proxy.counts()) {
+  for (const [what, n] of counts) {
     const s3 = /^s3 (\S+) ([^/]*)\/(.*)$/.exec(what);
     if (s3 && s3[2] !== bucket) continue;
     const kind = s3 ? `${s3[1]} ${normalizeKey(s3[3])}` : what.replace(/^aws /, "");
@@ -167,15 +195,118 @@ function describeApply(label: string, a: ApplyResult, counts: Map<string, number
 /** The figures recorded (whatever was measured, also when a later phase fails). */
 const figures: Record<string, number> = { cluster_scale_nodes: NODES };
 
+/** The figures recorded of the second peer (moto after versitygw): the goals' and its GET rate. */
+const SECOND_PEER_KEYS = new Set([
+  "s3_peer_gets_per_s",
+  "cluster_idle_s3_gets_per_min_1000_nodes",
+  "apply_to_manifest_p50_s_1000_nodes",
+  "apply_to_manifest_p99_s_1000_nodes",
+  "cluster_fallback_converged_fraction",
+]);
+
+/** Where the agents' S3 requests go and how they are counted. */
+interface S3Peer {
+  name: S3PeerName;
+  /** Environment of the agents for S3 (SSM always goes to moto through the counting proxy). */
+  env: Record<string, string>;
+  /** A new bucket and the bench's own store on it (writes not counted as the agents'). */
+  newBucket(): Promise<{ bucket: string; store: ObjectStore }>;
+  /** A store on `bucket` as the agents reach it (for the peer's GET rate). */
+  agentStore(bucket: string): ObjectStore;
+  /** Requests since the last reset: S3 (this peer) and the provider APIs (moto, the proxy). */
+  counts(): Promise<Map<string, number>>;
+  reset(): Promise<void>;
+  /** CPU seconds the S3 server used so far (undefined: not measured, moto). */
+  cpuSeconds(): Promise<number | undefined>;
+  stop(): Promise<void>;
+}
+
+/**
+ * GETs per second the peer serves to one client process on the agents' path (a 3 KiB object,
+ * 32 at a time): the ceiling of an apply's fan-out, measured in the same run.
+ */
+async function peerGetRate(peer: S3Peer): Promise<number> {
+  const { bucket, store } = await peer.newBucket();
+  await store.put("rate/probe.json", new Uint8Array(3 * 1024).fill(0x61));
+  const agentStore = peer.agentStore(bucket);
+  const n = SMOKE ? 100 : 3_000;
+  let left = n;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: 32 }, async () => {
+    while (left-- > 0) await agentStore.get("rate/probe.json");
+  }));
+  return n / ((performance.now() - t0) / 1000);
+}
+
 const m = await moto();
 const proxy = countingProxy(m.endpoint);
 const shm = await Deno.makeTempDir({ dir: "/dev/shm", prefix: "podmin-scale-" });
 const fleets: Fleet[] = [];
-try {
+const peers: S3Peer[] = [];
+
+/** moto for S3 too, through the counting proxy (the agents' whole traffic on one moto). */
+function motoPeer(): S3Peer {
+  return {
+    name: "moto",
+    env: {},
+    async newBucket() {
+      const bucket = await m.createBucket();
+      return { bucket, store: openStore(`s3://${bucket}`, { region: REGION }) };
+    },
+    agentStore: (bucket) => new S3Store({ bucket, region: REGION, endpoint: proxy.endpoint }),
+    counts: () => Promise.resolve(proxy.counts()),
+    reset: () => Promise.resolve(proxy.reset()),
+    cpuSeconds: () => Promise.resolve(undefined),
+    stop: () => Promise.resolve(),
+  };
+}
+
+/** versitygw for S3 (counted from its access log), moto for Parameter Store. */
+async function versitygwPeer(): Promise<S3Peer> {
+  const g = await startVersitygw();
+  // What the leases and announcements rely on, checked on this gateway before the run.
+  await checkConditionalWrites(g.store(await g.createBucket()));
+  return {
+    name: "versitygw",
+    env: { AWS_ENDPOINT_URL_S3: g.endpoint },
+    async newBucket() {
+      const bucket = await g.createBucket();
+      return { bucket, store: g.store(bucket) };
+    },
+    agentStore: (bucket) => g.store(bucket),
+    async counts() {
+      const all = await g.counts();
+      for (const [k, n] of proxy.counts()) all.set(k, (all.get(k) ?? 0) + n);
+      return all;
+    },
+    async reset() {
+      await g.reset();
+      proxy.reset();
+    },
+    cpuSeconds: () => processCpuSeconds(g.pid),
+    stop: () => g.stop(),
+  };
+}
+
+/**
+ * The whole simulation on one S3 peer; figures keyed with `suffix` (`""` for the first peer,
+ * `_moto` for moto after another one).
+ */
+async function simulate(peer: S3Peer, suffix: string): Promise<void> {
+  const f = (key: string, value: number) => {
+    if (!suffix || SECOND_PEER_KEYS.has(key)) figures[`${key}${suffix}`] = value;
+    return value;
+  };
+  const spreadS = peer.name === "moto" ? START_SPREAD_S : START_SPREAD_S_FAST;
   console.log(
-    `cluster scale: ${NODES} agents in ${WORKERS} processes, ${GROUPS} NodeGroups, ` +
-      `${VALUES_PER_NODE} Parameter Store values per node, interval ${POLL_MS} ms` +
+    `\n=== S3 on ${peer.name}: ${NODES} agents in ${WORKERS} processes, ${GROUPS} NodeGroups, ` +
+      `${VALUES_PER_NODE} Parameter Store values per node (moto), interval ${POLL_MS} ms` +
       (SMOKE ? " (SMOKE: tiny sizes, figures not meaningful)" : ""),
+  );
+  const rate = f("s3_peer_gets_per_s", await peerGetRate(peer));
+  console.log(
+    `${peer.name} serves ${rate.toFixed(0)} GETs/s to one client on the agents' path: ` +
+      `${NODES} index GETs alone take ≥ ${(NODES / rate).toFixed(2)} s`,
   );
   // Shared material: the cluster CA and the workload CA key (tmpfs), the values (moto, direct).
   const { certPem, keyPem } = await newCaPem("podmin cluster CA scale bench");
@@ -197,10 +328,9 @@ try {
       await putParameter(name, crypto.randomUUID());
     }
   }
-  /** A bucket with every NodeGroup's app and a Service each (written to moto directly). */
+  /** A bucket with every NodeGroup's app and a Service each (written by the bench directly). */
   const newBucket = async () => {
-    const bucket = await m.createBucket();
-    const store = openStore(`s3://${bucket}`, { region: REGION });
+    const { bucket, store } = await peer.newBucket();
     await applyResources({
       store,
       resources: [...apps, ...apps.map((d) => appService(d.metadata.name))],
@@ -230,17 +360,19 @@ try {
       nodes: o.nodes,
       workers: o.workers,
       groups: GROUPS,
-      prefix: o.prefix,
+      prefix: `${peer.name}-${o.prefix}`,
       shm,
-      startSpreadMs: START_SPREAD_S * 1000 * o.nodes / NODES,
+      startSpreadMs: spreadS * 1000 * o.nodes / NODES,
       env: {
         AWS_ENDPOINT_URL: proxy.endpoint,
         AWS_ACCESS_KEY_ID: "testing",
         AWS_SECRET_ACCESS_KEY: "testing",
         AWS_REGION: REGION,
+        ...peer.env,
       },
     });
-  const startTimeoutMs = 180_000 + START_SPREAD_S * 1000;
+  const startTimeoutMs = 180_000 + spreadS * 1000;
+  const countsOf = async (bucket: string) => byKind(await peer.counts(), bucket);
 
   // --- baseline: a subset without the mesh and without batching ---------------------------------
   const base = await newBucket();
@@ -257,40 +389,42 @@ try {
     return s.wrote === BASELINE_NODES && s.converged === BASELINE_NODES;
   }, { timeoutMs: startTimeoutMs });
   await sleep(SMOKE ? 500 : 5_000);
-  proxy.reset();
+  await peer.reset();
   let t0 = performance.now();
   await sleep(BASELINE_IDLE_S * 1000);
   let seconds = (performance.now() - t0) / 1000;
-  const baseIdle = countsOf(proxy, base.bucket);
+  const baseIdle = await countsOf(base.bucket);
   const scale = NODES / BASELINE_NODES;
   printCounts(`baseline: ${BASELINE_NODES} agents without the mesh, idle`, baseIdle, seconds);
-  figures.cluster_idle_s3_gets_per_min_1000_nodes_direct = total(baseIdle, "GET ") / seconds * 60 *
-    scale;
-  figures.ssm_calls_per_s_1000_nodes_unbatched = total(baseIdle, "AmazonSSM.") / seconds * scale;
+  const directGets = f(
+    "cluster_idle_s3_gets_per_min_1000_nodes_direct",
+    total(baseIdle, "GET ") / seconds * 60 * scale,
+  );
+  const unbatched = f(
+    "ssm_calls_per_s_1000_nodes_unbatched",
+    total(baseIdle, "AmazonSSM.") / seconds * scale,
+  );
   const baseLatencies: number[] = [];
   for (let r = 0; r < BASELINE_APPLIES; r++) {
-    proxy.reset();
+    await peer.reset();
     const a = await baseline.apply(base.store, `base${r}`, APPLY_TIMEOUT_MS);
-    describeApply(`baseline apply ${r}`, a, countsOf(proxy, base.bucket));
+    describeApply(`baseline apply ${r}`, a, await countsOf(base.bucket));
     baseLatencies.push(...a.latenciesS);
     await sleep(Math.random() * POLL_MS);
   }
   const baseStats = stats(baseLatencies);
-  figures.apply_to_manifest_p50_s_direct = baseStats.p50;
-  figures.apply_to_manifest_p99_s_direct = baseStats.p99;
+  f("apply_to_manifest_p50_s_direct", baseStats.p50);
+  f("apply_to_manifest_p99_s_direct", baseStats.p99);
   printWarnings("baseline", await baseline.status());
   console.log(
-    `baseline scaled to ${NODES} nodes: ` +
-      `${figures.cluster_idle_s3_gets_per_min_1000_nodes_direct.toFixed(0)} S3 GETs/min, ` +
-      `${figures.ssm_calls_per_s_1000_nodes_unbatched.toFixed(1)} Parameter Store calls/s; ` +
-      `apply → manifest (${BASELINE_NODES} agents) p50 ${fmtS(baseStats.p50)}, p99 ${
-        fmtS(baseStats.p99)
-      }`,
+    `baseline scaled to ${NODES} nodes: ${directGets.toFixed(0)} S3 GETs/min, ` +
+      `${unbatched.toFixed(1)} Parameter Store calls/s; apply → manifest (${BASELINE_NODES} ` +
+      `agents) p50 ${fmtS(baseStats.p50)}, p99 ${fmtS(baseStats.p99)}`,
   );
   await baseline.stop();
   fleets.pop();
 
-  // --- the same subset with the mesh: apply latency where moto keeps up ------------------------
+  // --- the same subset with the mesh ------------------------------------------------------------
   const sub = await newBucket();
   const subset = await fleet({
     bucket: sub.bucket,
@@ -306,20 +440,18 @@ try {
   }, { timeoutMs: startTimeoutMs });
   const subsetLatencies: number[] = [];
   for (let r = 0; r < BASELINE_APPLIES; r++) {
-    proxy.reset();
+    await peer.reset();
     const a = await subset.apply(sub.store, `sub${r}`, APPLY_TIMEOUT_MS);
-    describeApply(`mesh subset apply ${r}`, a, countsOf(proxy, sub.bucket));
+    describeApply(`mesh subset apply ${r}`, a, await countsOf(sub.bucket));
     subsetLatencies.push(...a.latenciesS);
     await sleep(POLL_MS + Math.random() * POLL_MS);
   }
   const subsetStats = stats(subsetLatencies);
-  figures.apply_to_manifest_p99_s_mesh_subset = subsetStats.p99;
+  f("apply_to_manifest_p99_s_mesh_subset", subsetStats.p99);
   console.log(
-    `the same ${BASELINE_NODES} agents with the mesh: apply → manifest p50 ${
-      fmtS(subsetStats.p50)
-    }, ` +
-      `p99 ${fmtS(subsetStats.p99)} (direct polling: p50 ${fmtS(baseStats.p50)}, p99 ` +
-      `${fmtS(baseStats.p99)})`,
+    `the same ${BASELINE_NODES} agents with the mesh: apply → manifest p50 ` +
+      `${fmtS(subsetStats.p50)}, p99 ${fmtS(subsetStats.p99)} (direct polling: p50 ` +
+      `${fmtS(baseStats.p50)}, p99 ${fmtS(baseStats.p99)})`,
   );
   await subset.stop();
   fleets.pop();
@@ -349,42 +481,31 @@ try {
   }, { timeoutMs: startTimeoutMs, everyMs: 2_000 });
   let s = await mesh.status();
   console.log(
-    `mesh: ${NODES} agents started over ${START_SPREAD_S} s, converged and on notifications ` +
+    `mesh: ${NODES} agents started over ${spreadS} s, converged and on notifications ` +
       `after ${((performance.now() - t1) / 1000).toFixed(0)} s; coordinator ${s.coordinator}`,
   );
   printWarnings("mesh start", s);
 
   // Idle.
   await sleep(SMOKE ? 500 : 10_000);
-  proxy.reset();
+  await peer.reset();
   const cpu0 = await mesh.cpuSeconds();
   t0 = performance.now();
   await sleep(IDLE_S * 1000);
   seconds = (performance.now() - t0) / 1000;
   const cpuPct = ((await mesh.cpuSeconds()) - cpu0) / seconds * 100;
-  const idle = countsOf(proxy, main.bucket);
+  const idle = await countsOf(main.bucket);
   printCounts(`mesh: ${NODES} agents, idle`, idle, seconds);
-  figures.cluster_idle_s3_gets_per_min_1000_nodes = total(idle, "GET ") / seconds * 60;
-  figures.ssm_calls_per_s_1000_nodes = total(idle, "AmazonSSM.") / seconds;
+  const idleGets = f("cluster_idle_s3_gets_per_min_1000_nodes", total(idle, "GET ") / seconds * 60);
+  const ssm = f("ssm_calls_per_s_1000_nodes", total(idle, "AmazonSSM.") / seconds);
   const ratio = (a: number, b: number) => `${(a / b).toFixed(0)}×`;
   console.log(
-    `  idle S3 GETs: ${figures.cluster_idle_s3_gets_per_min_1000_nodes.toFixed(1)}/min for the ` +
-      `cluster; direct polling ${
-        figures.cluster_idle_s3_gets_per_min_1000_nodes_direct.toFixed(0)
-      }` +
-      `/min (${
-        ratio(
-          figures.cluster_idle_s3_gets_per_min_1000_nodes_direct,
-          figures.cluster_idle_s3_gets_per_min_1000_nodes,
-        )
-      })`,
+    `  idle S3 GETs: ${idleGets.toFixed(1)}/min for the cluster; direct polling ` +
+      `${directGets.toFixed(0)}/min (${ratio(directGets, idleGets)})`,
   );
   console.log(
-    `  Parameter Store: ${figures.ssm_calls_per_s_1000_nodes.toFixed(2)} calls/s; one call per ` +
-      `value ${figures.ssm_calls_per_s_1000_nodes_unbatched.toFixed(1)}/s ` +
-      `(${
-        ratio(figures.ssm_calls_per_s_1000_nodes_unbatched, figures.ssm_calls_per_s_1000_nodes)
-      })`,
+    `  Parameter Store: ${ssm.toFixed(2)} calls/s; one call per value ${unbatched.toFixed(1)}/s ` +
+      `(${ratio(unbatched, ssm)})`,
   );
   console.log(
     `  simulator: ${cpuPct.toFixed(0)} % of a core for ${NODES} idle agents ` +
@@ -394,11 +515,28 @@ try {
   // Applies.
   const latencies: number[] = [];
   const announced: number[] = [];
+  /** Simulator CPU per agent per apply, ms. */
+  const applyCpuMs: number[] = [];
   for (let r = 0; r < APPLIES; r++) {
     const before = await mesh.status();
-    proxy.reset();
+    await peer.reset();
+    const [simCpu0, peerCpu0] = [await mesh.cpuSeconds(), await peer.cpuSeconds()];
     const a = await mesh.apply(main.store, `r${r}`, APPLY_TIMEOUT_MS);
-    describeApply(`apply ${r}`, a, countsOf(proxy, main.bucket));
+    const [simCpu, peerCpu] = [
+      (await mesh.cpuSeconds()) - simCpu0,
+      peerCpu0 === undefined ? undefined : (await peer.cpuSeconds())! - peerCpu0,
+    ];
+    const counts = await countsOf(main.bucket);
+    describeApply(`apply ${r}`, a, counts);
+    // Until the last manifest (plus up to 50 ms of the await's polling): what 2 cores had to do.
+    console.log(
+      `    CPU until the wait ended: simulator ${simCpu.toFixed(2)} s ` +
+        `(${(simCpu / NODES * 1000).toFixed(2)} ms per agent)` +
+        (peerCpu === undefined ? "" : `, ${peer.name} ${peerCpu.toFixed(2)} s`) +
+        `; the machine has 2 cores`,
+    );
+    applyCpuMs.push(simCpu / NODES * 1000);
+    if (r === 0) printCounts(`    what apply 0 cost until its last manifest`, counts, a.spreadS);
     latencies.push(...a.latenciesS);
     announced.push(...a.announcedS);
     // Let the bucket traffic settle and every agent be back on notifications (a renewal stuck
@@ -421,14 +559,16 @@ try {
   }
   const applyStats = stats(latencies);
   const announceStats = stats(announced);
-  figures.apply_to_manifest_p50_s_1000_nodes = applyStats.p50;
-  figures.apply_to_manifest_p99_s_1000_nodes = applyStats.p99;
-  figures.apply_to_announce_p99_s_1000_nodes = announceStats.p99;
-  figures.cluster_poll_interval_s = POLL_MS / 1000;
+  f("apply_to_manifest_p50_s_1000_nodes", applyStats.p50);
+  f("apply_to_manifest_p99_s_1000_nodes", applyStats.p99);
+  f("apply_to_announce_p99_s_1000_nodes", announceStats.p99);
+  const cpuMs = median(applyCpuMs);
   console.log(
     `mesh apply → manifest over ${applyStats.n} samples: p50 ${fmtS(applyStats.p50)}, p99 ` +
       `${fmtS(applyStats.p99)}, max ${fmtS(applyStats.max)}; apply → announcement p50 ` +
-      `${fmtS(announceStats.p50)}, p99 ${fmtS(announceStats.p99)}`,
+      `${fmtS(announceStats.p50)}, p99 ${fmtS(announceStats.p99)}; the simulator's CPU per ` +
+      `agent and apply ${cpuMs.toFixed(2)} ms (median): ${NODES} agents need ≥ ` +
+      `${(cpuMs * NODES / 2000).toFixed(2)} s of this machine's 2 cores after the announcement`,
   );
 
   // Fallback: the coordinator dies; the survivors poll directly until a new one is elected.
@@ -440,13 +580,16 @@ try {
     everyMs: 200,
     onTimeout: "return",
   });
-  proxy.reset();
+  await peer.reset();
   t1 = performance.now();
   const fb = await mesh.apply(main.store, "fallback", FALLBACK_TIMEOUT_MS);
-  const fbCounts = countsOf(proxy, main.bucket);
+  const fbCounts = await countsOf(main.bucket);
   const fbStats = stats(fb.latenciesS);
-  figures.apply_to_manifest_fallback_p99_s_1000_nodes = fbStats.p99;
-  figures.cluster_fallback_converged_fraction = (fb.latenciesS.length - fb.missing) / survivors;
+  f("apply_to_manifest_fallback_p99_s_1000_nodes", fbStats.p99);
+  const converged = f(
+    "cluster_fallback_converged_fraction",
+    (fb.latenciesS.length - fb.missing) / survivors,
+  );
   describeApply(`coordinator ${crashed ?? "(none found)"} killed, apply`, fb, fbCounts);
   printCounts(`  requests while it spread`, fbCounts, (performance.now() - t1) / 1000);
   const healed = await until(
@@ -470,28 +613,33 @@ try {
 
   const met = (ok: boolean) => (ok ? "met" : "NOT met");
   const goalS = (POLL_MS + 1000) / 1000;
-  const f = figures;
-  console.log(`goals (${NODES} agents${NODES < 1000 ? ", fewer than 1,000" : ""}):`);
   console.log(
-    `  idle S3 GETs ≤ 60/min: ${f.cluster_idle_s3_gets_per_min_1000_nodes.toFixed(1)} — ` +
-      met(f.cluster_idle_s3_gets_per_min_1000_nodes <= 60),
+    `goals, S3 on ${peer.name} (${NODES} agents${NODES < 1000 ? ", fewer than 1,000" : ""}):`,
   );
+  console.log(`  idle S3 GETs ≤ 60/min: ${idleGets.toFixed(1)} — ${met(idleGets <= 60)}`);
   console.log(
     `  apply → manifest p99 ≤ ${goalS} s: ${fmtS(applyStats.p99)} — ${
       met(applyStats.p99 <= goalS)
-    }` +
-      ` (apply → announcement p99 ${fmtS(announceStats.p99)}); ${BASELINE_NODES} agents: ` +
-      `${fmtS(subsetStats.p99)} — ${met(subsetStats.p99 <= goalS)}`,
+    } (apply → announcement p99 ${fmtS(announceStats.p99)}; ${peer.name} serves ` +
+      `${rate.toFixed(0)} GETs/s); ${BASELINE_NODES} agents: ${fmtS(subsetStats.p99)} — ` +
+      met(subsetStats.p99 <= goalS),
   );
+  console.log(`  Parameter Store ≤ 40 calls/s: ${ssm.toFixed(2)} — ${met(ssm <= 40)}`);
   console.log(
-    `  Parameter Store ≤ 40 calls/s: ${f.ssm_calls_per_s_1000_nodes.toFixed(2)} — ` +
-      met(f.ssm_calls_per_s_1000_nodes <= 40),
+    `  coordinator killed, every survivor converged: ${(converged * 100).toFixed(1)} % — ` +
+      met(converged === 1),
   );
-  console.log(
-    `  coordinator killed, every survivor converged: ` +
-      `${(f.cluster_fallback_converged_fraction * 100).toFixed(1)} % — ` +
-      met(f.cluster_fallback_converged_fraction === 1),
-  );
+}
+
+try {
+  figures.cluster_poll_interval_s = POLL_MS / 1000;
+  for (const [i, name] of S3_PEERS.entries()) {
+    const peer = name === "moto" ? motoPeer() : await versitygwPeer();
+    peers.push(peer);
+    await simulate(peer, i > 0 && name === "moto" ? "_moto" : "");
+    await peer.stop();
+    peers.pop();
+  }
 } catch (err) {
   console.log(`FAILED: ${(err as Error).stack}`);
   for (const fl of fleets) {
@@ -505,6 +653,7 @@ try {
 } finally {
   await recordFigures(figures);
   for (const fl of fleets) fl.kill();
+  for (const p of peers) await p.stop().catch(() => {});
   await proxy.close();
   await m.stop();
   await Deno.remove(shm, { recursive: true });
