@@ -12,7 +12,7 @@ import { AwsValueProvider } from "./secrets/value_provider.ts";
 import { PodCertificates } from "./identity/pod_certificates.ts";
 import { NodeRecordWriter } from "./node_record_writer.ts";
 import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
-import { IndexNotifier } from "./mesh/index_notifier.ts";
+import { ANNOUNCED_HINT_DELAY_MS, IndexNotifier } from "./mesh/index_notifier.ts";
 import { clusterAnnouncers } from "./mesh/index_poller.ts";
 import type { AnnouncedObject } from "../core/endpoint_snapshot.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
@@ -319,6 +319,8 @@ Example:
       name: "deployments",
       intervalMs,
       maxBackoffMs: MAX_BACKOFF_MS,
+      // Its only hint is an index announcement (§7.9).
+      hintDelayMs: ANNOUNCED_HINT_DELAY_MS,
       log,
       pass: async () => {
         const { status, unavailable } = await deployments.pass();

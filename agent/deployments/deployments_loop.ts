@@ -184,17 +184,16 @@ export class DeploymentsLoop {
       });
       desired.set(file, manifestBytes(pod));
     }
-    errors.push(
-      ...await this.#writeManifests({
-        desired,
-        keep,
-        // Values of Pods that left this node go only after their manifests did.
-        keepValues: new Set([
-          ...keepRefs,
-          ...ready.map((r) => `${r.entry.namespace}/${r.entry.name}`),
-        ]),
-      }),
-    );
+    const written = await this.#writeManifests({
+      desired,
+      keep,
+      // Values of Pods that left this node go only after their manifests did.
+      keepValues: new Set([
+        ...keepRefs,
+        ...ready.map((r) => `${r.entry.namespace}/${r.entry.name}`),
+      ]),
+    });
+    errors.push(...written.errors);
     const pendingBy = new Map(pending.map((p) => [p.deployment, p.reason]));
     this.#summary = mine.map((e) => {
       const reason = pendingBy.get(`${e.namespace}/${e.name}`);
@@ -202,7 +201,12 @@ export class DeploymentsLoop {
         ? { namespace: e.namespace, name: e.name, spec: e.spec }
         : { namespace: e.namespace, name: e.name, pending: reason };
     });
-    const status = await this.#finish(errors, pending, mine.map((e) => `${e.namespace}/${e.name}`));
+    const status = await this.#finish(
+      errors,
+      pending,
+      mine.map((e) => `${e.namespace}/${e.name}`),
+      written.onDisk,
+    );
     if (status.converged) {
       this.#idle = {
         deployments: ready.map((r) => r.deployment),
@@ -275,16 +279,21 @@ export class DeploymentsLoop {
     }
   }
 
-  /** Converges the manifest directory, then prunes value directories; returns the errors. */
+  /**
+   * Converges the manifest directory, then prunes value directories; returns the errors and the
+   * owned manifests on disk afterwards (undefined when the directory could not be converged).
+   */
   async #writeManifests(options: {
     desired: Map<string, Uint8Array>;
     keep: Set<string>;
     keepValues: Set<string>;
-  }): Promise<string[]> {
+  }): Promise<{ errors: string[]; onDisk?: string[] }> {
     const { manifestDir, log } = this.#options;
     const errors: string[] = [];
+    let onDisk: string[] | undefined;
     try {
       const changes = await this.#dir.converge(options.desired, options.keep);
+      onDisk = changes.owned;
       for (const f of changes.written) log.info("manifest written", { file: f });
       for (const f of changes.removed) log.info("manifest removed", { file: f });
       for (const f of changes.refused) {
@@ -297,7 +306,7 @@ export class DeploymentsLoop {
     } catch (err) {
       errors.push(`writing ${manifestDir}: ${(err as Error).message}`);
     }
-    return errors;
+    return { errors, onDisk };
   }
 
   async #spec(entry: DeploymentEntry): Promise<Deployment> {
@@ -316,10 +325,12 @@ export class DeploymentsLoop {
     return d;
   }
 
+  /** The pass's status; `onDisk`: the owned manifests when the pass just converged them. */
   async #finish(
     errors: string[],
     pending: AgentStatus["pending"],
     desired: string[],
+    onDisk?: string[],
   ): Promise<AgentStatus> {
     // One line per kind of problem, a summary while it persists, and its recovery.
     this.#problems.update(errors);
@@ -328,7 +339,8 @@ export class DeploymentsLoop {
       this.#options.log.info("converged", { generation: this.#index?.generation });
     }
     this.#converged = clean;
-    const onDisk = [...(await this.#dir.readOwned().catch(() => new Map())).keys()];
+    const written = onDisk ??
+      [...(await this.#dir.readOwned().catch(() => new Map())).keys()].sort();
     return {
       nodeGroup: this.#options.nodeGroup,
       bucket: this.#options.store.url,
@@ -337,7 +349,7 @@ export class DeploymentsLoop {
       indexGeneration: this.#index?.generation,
       indexEtag: this.#etag,
       desired,
-      written: onDisk.sort(),
+      written,
       pending,
       errors,
       converged: errors.length === 0 && pending.length === 0,

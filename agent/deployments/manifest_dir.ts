@@ -14,6 +14,8 @@ export interface DirChanges {
   unchanged: string[];
   /** Desired names held by files the agent does not own (left untouched). */
   refused: string[];
+  /** The owned manifests on disk afterwards, by file name (sorted). */
+  owned: string[];
 }
 
 const TEMP_FILE_PATTERN = /^\.podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}\.json\.tmp$/;
@@ -56,7 +58,13 @@ export class ManifestDir {
    */
   async converge(desired: Map<string, Uint8Array>, keep: Set<string>): Promise<DirChanges> {
     const { owned, foreign } = await this.#scan();
-    const changes: DirChanges = { written: [], removed: [], unchanged: [], refused: [] };
+    const changes: DirChanges = {
+      written: [],
+      removed: [],
+      unchanged: [],
+      refused: [],
+      owned: [],
+    };
     for (const [name, bytes] of desired) {
       if (!MANIFEST_FILE_PATTERN.test(name)) throw new Error(`refusing to write ${name}`);
       if (foreign.has(name)) {
@@ -76,6 +84,9 @@ export class ManifestDir {
       await Deno.remove(path.join(this.dir, name));
       changes.removed.push(name);
     }
+    const after = new Set([...owned.keys(), ...changes.written]);
+    for (const name of changes.removed) after.delete(name);
+    changes.owned = [...after].sort();
     return changes;
   }
 

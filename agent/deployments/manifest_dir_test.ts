@@ -19,6 +19,7 @@ Deno.test("manifest dir: writes, skips unchanged, removes only owned undesired f
       new Set(),
     );
     assert.deepEqual(c.written.sort(), ["podmin_default_a.json", "podmin_default_b.json"]);
+    assert.deepEqual(c.owned, ["podmin_default_a.json", "podmin_default_b.json"]);
     c = await md.converge(
       new Map([["podmin_default_a.json", owned("a")]]),
       new Set(["podmin_default_b.json"]),
@@ -28,9 +29,13 @@ Deno.test("manifest dir: writes, skips unchanged, removes only owned undesired f
       removed: [],
       unchanged: ["podmin_default_a.json"],
       refused: [],
+      // What a scan finds afterwards: the kept file is still there.
+      owned: ["podmin_default_a.json", "podmin_default_b.json"],
     });
+    assert.deepEqual(c.owned, [...(await md.readOwned()).keys()].sort());
     c = await md.converge(new Map(), new Set());
     assert.deepEqual(c.removed.sort(), ["podmin_default_a.json", "podmin_default_b.json"]);
+    assert.deepEqual(c.owned, []);
     const left = (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name).sort();
     assert.deepEqual(
       left,
@@ -43,6 +48,7 @@ Deno.test("manifest dir: writes, skips unchanged, removes only owned undesired f
       new Set(),
     );
     assert.deepEqual(refused.refused, ["podmin_default_notours.json"]);
+    assert.deepEqual(refused.owned, [], "a refused name is not Podmin's");
     assert.equal(await Deno.readTextFile(`${dir}/podmin_default_notours.json`), '{"metadata":{}}');
     await assert.rejects(
       md.converge(new Map([["../escape.json", owned("x")]]), new Set()),

@@ -9,6 +9,13 @@
 
 import type { AnnouncedObject, ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
 
+/**
+ * Coalescing delay of the hint an announcement gives the loop that reads the object (`Loop`'s
+ * `hintDelayMs`, default 200 ms there): an announcement comes once per change, so there is no
+ * burst to coalesce and the read starts at once.
+ */
+export const ANNOUNCED_HINT_DELAY_MS = 10;
+
 /** Options of `IndexNotifier`. */
 export interface IndexNotifierOptions {
   /** Which announcement this notifier follows (default `index`). */
