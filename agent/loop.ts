@@ -58,6 +58,8 @@ export class Loop<S = unknown> {
   readonly #log: Logger;
   #timer?: ReturnType<typeof setTimeout>;
   #hintTimer?: ReturnType<typeof setTimeout>;
+  /** When the pending hint's pass is due (`performance.now()` time). */
+  #hintDue = Infinity;
   #running?: Promise<void>;
   #pendingHints = 0;
   #pendingFull = false;
@@ -81,15 +83,25 @@ export class Loop<S = unknown> {
     this.#request(true);
   }
 
-  /** A refresh hint: something changed (coalesced). */
-  hint(): void {
+  /**
+   * A refresh hint: something changed (coalesced). `delayMs` replaces the loop's coalescing delay
+   * for this hint (e.g. a write spread over the cluster); a pending hint due sooner takes it along,
+   * and a hint due sooner than the pending one brings the pass forward.
+   */
+  hint(options: { delayMs?: number } = {}): void {
     if (this.#stopped) return;
     this.#pendingHints++;
-    if (this.#hintTimer !== undefined || this.#running) return;
+    if (this.#running) return;
+    const due = performance.now() + (options.delayMs ?? this.#options.hintDelayMs ?? 200);
+    if (this.#hintTimer !== undefined) {
+      if (due >= this.#hintDue) return;
+      clearTimeout(this.#hintTimer);
+    }
+    this.#hintDue = due;
     this.#hintTimer = setTimeout(() => {
       this.#hintTimer = undefined;
       this.#request(false);
-    }, this.#options.hintDelayMs ?? 200);
+    }, due - performance.now());
   }
 
   /** Stops the timers and waits for a running pass. */

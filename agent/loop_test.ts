@@ -91,3 +91,37 @@ Deno.test("loop: stop waits for the running pass and ends the timer", async () =
   await sleep(250);
   assert.equal(passes, after, "hints after stop are ignored");
 });
+
+Deno.test("loop: a hint's own delay; a sooner hint brings the pass forward, a later one joins it", async () => {
+  const passes: { at: number; hints: number }[] = [];
+  const t0 = performance.now();
+  const loop = new Loop({
+    name: "test",
+    intervalMs: 60_000,
+    hintDelayMs: 10,
+    pass: (request) => {
+      passes.push({ at: performance.now() - t0, hints: request.hints });
+      return Promise.resolve({});
+    },
+  });
+  loop.start();
+  await loop.idle();
+  passes.length = 0;
+  // A spread hint waits its own delay; a later one joins it.
+  loop.hint({ delayMs: 300 });
+  loop.hint({ delayMs: 1_000 });
+  await loop.idle();
+  assert.equal(passes.length, 1);
+  assert.equal(passes[0].hints, 2);
+  assert.ok(passes[0].at >= 290, `ran after ${passes[0].at} ms`);
+  assert.ok(passes[0].at < 1_000, `ran after ${passes[0].at} ms`);
+  // A default hint (10 ms) while a spread one is pending brings the pass forward.
+  const before = performance.now() - t0;
+  loop.hint({ delayMs: 5_000 });
+  loop.hint();
+  await loop.idle();
+  await loop.stop();
+  assert.equal(passes.length, 2);
+  assert.equal(passes[1].hints, 2);
+  assert.ok(passes[1].at - before < 1_000, `ran ${passes[1].at - before} ms after the hints`);
+});

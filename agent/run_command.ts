@@ -18,7 +18,7 @@ import type { AnnouncedObject } from "../core/endpoint_snapshot.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
 import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
-import { HEARTBEAT_MS } from "../core/node_record.ts";
+import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../core/node_record.ts";
 import { CaView } from "./identity/ca_view.ts";
 import { type TelemetryStatus } from "./identity/telemetry.ts";
 import * as path from "node:path";
@@ -327,13 +327,14 @@ Example:
         return { status, backOff: unavailable };
       },
       status: (status) => {
-        // The record follows a change of convergence at once, not at the next heartbeat.
+        // The record follows a change of convergence within CONVERGED_RECORD_SPREAD_MS (spread
+        // over the cluster), not at the next heartbeat.
         const changed = status.converged !== converged ||
           status.indexGeneration !== lastGeneration;
         converged = status.converged;
         lastGeneration = status.indexGeneration;
         if (changed) {
-          recordLoop.hint();
+          recordLoop.hint({ delayMs: Math.random() * CONVERGED_RECORD_SPREAD_MS });
           trimLoop?.hint();
         }
         return writeStatus(stateDir, status);

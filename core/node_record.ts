@@ -15,10 +15,20 @@ import { type EndpointSet, parseEndpointSet } from "./endpoint_snapshot.ts";
 export const NODE_RECORD_MAX_BYTES = 1024 * 1024;
 
 /**
- * Heartbeat interval of the agents: a record is rewritten at once when the node's convergence
- * changes, and otherwise only this often (a PUT costs 12.5 GETs: spec §7.9, cost model).
+ * Heartbeat interval of the agents: a record is rewritten when the node's convergence changes
+ * (within `CONVERGED_RECORD_SPREAD_MS`), and otherwise only this often (a PUT costs 12.5 GETs: spec
+ * §7.9, cost model).
  */
 export const HEARTBEAT_MS = 10 * 60_000;
+
+/**
+ * A record rewritten because the node's convergence changed is written after a random delay up to
+ * this long: after an apply every node of a NodeGroup converges within about a second, and S3
+ * accepts at least 3,500 PUTs per second per prefix (`dns/nodes/`), so 10,000 nodes writing at once
+ * would be throttled (503 SlowDown); spread over 5 s they stay within it. `podmin get nodes` shows a
+ * convergence at most this much later.
+ */
+export const CONVERGED_RECORD_SPREAD_MS = 5_000;
 
 /** A record whose heartbeat is older than this is stale (three missed heartbeats). */
 export const STALE_AFTER_MS = 3 * HEARTBEAT_MS;

@@ -20,7 +20,7 @@ import {
   sameEndpoints,
 } from "../../core/endpoint_snapshot.ts";
 import type { Logger } from "../../core/log.ts";
-import { type CoordinatorStream, endCall } from "./mesh_service.ts";
+import { type CoordinatorStream, endCall, Serialized } from "./mesh_service.ts";
 
 /** Options of `Coordinator`. */
 export interface CoordinatorOptions {
@@ -81,6 +81,8 @@ export class Coordinator {
   readonly #o: CoordinatorOptions;
   readonly #members = new Map<string, Member>();
   #snapshot: ClusterSnapshot;
+  /** `#snapshot` as sent (serialized once per snapshot, for every member). */
+  #wire?: Serialized;
   #timer?: ReturnType<typeof setTimeout>;
   readonly #announced = new Map<AnnouncedObject, Announced>();
   #stopped = false;
@@ -227,13 +229,15 @@ export class Coordinator {
       endpoints,
       ...announcements,
     };
+    this.#wire = undefined;
     this.counters.broadcasts++;
     for (const m of this.#members.values()) for (const s of m.streams) this.#send(s);
   }
 
   #send(stream: CoordinatorStream): void {
     try {
-      stream.write(this.#snapshot);
+      this.#wire ??= new Serialized(this.#snapshot);
+      stream.write(this.#wire);
       this.counters.snapshotsOut++;
     } catch (err) {
       this.#o.log.warn("mesh snapshot not sent", { error: (err as Error).message });

@@ -34,7 +34,7 @@ import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
 import { parseDuration } from "../../core/duration.ts";
 import { LIMITS } from "../../core/limits.ts";
 import type { Logger } from "../../core/log.ts";
-import { HEARTBEAT_MS } from "../../core/node_record.ts";
+import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../../core/node_record.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { openStore } from "../../core/store_url.ts";
 import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/workload_ca_state.ts";
@@ -225,7 +225,7 @@ class SimAgent {
           status.indexGeneration !== lastGeneration;
         this.converged = status.converged;
         lastGeneration = status.indexGeneration;
-        if (changed) recordLoop.hint();
+        if (changed) recordLoop.hint({ delayMs: Math.random() * CONVERGED_RECORD_SPREAD_MS });
       },
     });
     this.#loops = [deploymentsLoop as Loop<unknown>, recordLoop, identity.loop as Loop<unknown>];
