@@ -14,10 +14,10 @@ const COREDNS = path.join(BIN, "node", "coredns-v1.15.0", "coredns");
 testWith(
   "bench --smoke: every benchmark reports every figure, ratio and verdict as a number",
   // The dataplane benchmark needs root; the registry one compares with distribution and curl; the
-  // mesh one serves its zone through a real CoreDNS.
+  // mesh one serves its zone through a real CoreDNS; the cluster-scale one runs on versitygw too.
   {
     root: true,
-    tools: ["distribution-registry", "curl", "openssl"],
+    tools: ["distribution-registry", "curl", "openssl", "versitygw"],
     files: [new URL(`file://${COREDNS}`)],
   },
   async () => {
