@@ -2,6 +2,11 @@
 
 import { freePort } from "./moto.ts";
 
+/**
+ * Runs `cmd` to its end with `stdin` as its input; its exit code and its output. A program that
+ * exits (or closes its input) before it read `stdin` — an s_client whose handshake was refused —
+ * is no error here: its exit code and output say what happened.
+ */
 export async function run(cmd: string, args: string[], stdin?: string) {
   const child = new Deno.Command(cmd, {
     args,
@@ -11,8 +16,12 @@ export async function run(cmd: string, args: string[], stdin?: string) {
   }).spawn();
   if (stdin !== undefined) {
     const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
+    try {
+      await w.write(new TextEncoder().encode(stdin));
+      await w.close();
+    } catch (err) {
+      if (!(err instanceof Deno.errors.BrokenPipe)) throw err;
+    }
   }
   const out = await child.output();
   const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
