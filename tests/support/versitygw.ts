@@ -21,6 +21,7 @@ import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { PreconditionFailedError } from "../../core/errors.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { freePort } from "./moto.ts";
+import { waitFor } from "./programs.ts";
 
 /** The version tests/setup.sh builds. */
 export const VERSITYGW_MODULE = "github.com/versity/versitygw/cmd/versitygw@v1.8.0";
@@ -126,23 +127,27 @@ export async function startVersitygw(): Promise<Versitygw> {
     await stderr;
     await Deno.remove(root, { recursive: true }).catch(() => {});
   };
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    try {
-      const res = await fetch(endpoint);
-      await res.body?.cancel();
-      break; // any HTTP answer (403 without a signature) means it listens
-    } catch { /* not up yet */ }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`versitygw did not start on ${endpoint}: ${(await stderr).slice(-500)}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
+  try {
+    await waitFor(`versitygw on ${endpoint}`, async () => {
+      try {
+        const res = await fetch(endpoint);
+        await res.body?.cancel();
+        return true; // any HTTP answer (403 without a signature) means it listens
+      } catch {
+        return false;
+      }
+    }, 15_000);
+  } catch (err) {
+    await stop();
+    throw new Error(`${(err as Error).message}: ${(await stderr).slice(-500)}`);
   }
   let logOffset = 0;
+  /** The log written since the last reset (the part before it is not read again). */
   const readLog = async () => {
-    const bytes = await Deno.readFile(accessLog).catch(() => new Uint8Array());
-    return { bytes, text: new TextDecoder().decode(bytes.subarray(logOffset)) };
+    using file = await Deno.open(accessLog).catch(() => undefined);
+    if (!file) return new Uint8Array();
+    await file.seek(logOffset, Deno.SeekMode.Start);
+    return new Uint8Array(await new Response(file.readable).arrayBuffer());
   };
   let n = 0;
   return {
@@ -161,13 +166,12 @@ export async function startVersitygw(): Promise<Versitygw> {
         credentials: () => Promise.resolve(VERSITYGW_CREDENTIALS),
       }),
     async counts() {
-      return countAccessLog((await readLog()).text);
+      return countAccessLog(new TextDecoder().decode(await readLog()));
     },
     async reset() {
       // Only complete lines are counted: a line being written is counted after the next reset.
-      const { bytes } = await readLog();
-      const lastNewline = bytes.lastIndexOf(0x0a);
-      logOffset = lastNewline >= 0 ? lastNewline + 1 : logOffset;
+      const bytes = await readLog();
+      logOffset += bytes.lastIndexOf(0x0a) + 1;
     },
     stop,
   };
