@@ -13,10 +13,10 @@
 # - crictl: `go install` works.
 set -euo pipefail
 
-KUBELET_VERSION=${KUBELET_VERSION:-v1.37.2}
+KUBELET_VERSION=${KUBELET_VERSION:-v1.36.3}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.1.5}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.34.0}
-COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.12.1}
 PODMIN_TEST_BIN=${PODMIN_TEST_BIN:-/opt/podmin-test/bin}
 [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || { echo "build_node_peers: go is missing" >&2; exit 1; }
