@@ -26,6 +26,8 @@ export interface NodeRecordWriterOptions {
   summary(): { indexGeneration?: number; converged: boolean; deployments: NodeDeployment[] };
   /** With discovery: the node's endpoints and its Ready Deployments (`namespace/name`). */
   discovery?(): { endpoints: EndpointSet; ready: Set<string> } | undefined;
+  /** Why the node cannot do part of its job (one line), or undefined. */
+  problem?(): string | undefined;
 }
 
 /** Writes and removes one node's record. */
@@ -46,6 +48,7 @@ export class NodeRecordWriter {
   async write(now = new Date()): Promise<NodeRecord> {
     const s = this.#o.summary();
     const found = this.#o.discovery?.();
+    const problem = this.#o.problem?.();
     const deployments = found
       ? s.deployments.map((d) => ({ ...d, ready: found.ready.has(`${d.namespace}/${d.name}`) }))
       : s.deployments;
@@ -63,6 +66,7 @@ export class NodeRecordWriter {
       converged: s.converged,
       deployments,
       ...(found ? { endpoints: found.endpoints } : {}),
+      ...(problem ? { problem } : {}),
     };
     await this.#o.store.put(this.key, serializeNodeRecord(record), {
       contentType: "application/json",

@@ -92,6 +92,8 @@ Flags:
   --cluster-ca SOURCE       the cluster CA of mesh certificates: "ssm" (default,
                             /<cluster>/_system/cluster-ca) or "file:PATH" (PEM on tmpfs)
   --pods-api-socket PATH    kubelet's Pods API (default ${PODS_API_SOCKET})
+  --kubelet-version X.Y.Z   the node's kubelet (vmconfig passes it): one without the Pods API
+                            (before 1.36) is reported at once by the status and the node record
   --dataplane auto|off      the eBPF Service dataplane: "auto" (default) runs it with
                             --mesh-listen (its input is the mesh snapshot joined with the
                             Services); it loads while there are Services, detaches when
@@ -144,6 +146,7 @@ Example:
     "mesh-advertise": { type: "string" },
     "cluster-ca": { type: "string", default: "ssm" },
     "pods-api-socket": { type: "string", default: PODS_API_SOCKET },
+    "kubelet-version": { type: "string" },
     "identity-interval": { type: "string", default: IDENTITY_DEFAULTS.interval },
     "identity-lease": { type: "string", default: IDENTITY_DEFAULTS.lease },
     "workload-ca-lifetime": { type: "string", default: IDENTITY_DEFAULTS.caLifetime },
@@ -256,6 +259,7 @@ Example:
         listen: f.meshListen,
         advertiseHost: f.meshAdvertise ?? f.nodeAddress ?? "127.0.0.1",
         podsApiSocket: f.podsApiSocket,
+        kubeletVersion: f.kubeletVersion,
         services,
         servicesIntervalMs: intervalMs,
         announce: clusterAnnouncers(store, {
@@ -304,6 +308,7 @@ Example:
       podPrefix: f.ipv6Prefix,
       summary: () => ({ ...deployments.summary(), converged }),
       discovery: () => mesh?.recordExtras(),
+      problem: () => mesh?.problem(),
     });
     const recordLoop = new Loop({
       name: "node-record",

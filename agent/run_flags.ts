@@ -9,6 +9,7 @@ import { defaultRegion } from "../core/store_url.ts";
 import { REGISTRY_LISTEN } from "../registry/defaults.ts";
 import { parseListen } from "../registry/server.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
+import { kubeletMinor } from "./discovery/pods_api_problem.ts";
 import { IDENTITY_DEFAULTS } from "./identity/identity_loop.ts";
 
 /** Default locations and intervals on a node. */
@@ -22,6 +23,17 @@ export const DEFAULTS = {
   interval: "2s",
   secretsInterval: "60s",
 } as const;
+
+/** `--kubelet-version`: empty (an unset unit variable) is unknown; otherwise X.Y.Z. */
+function kubeletVersionFlag(v: string | undefined): string | undefined {
+  if (v === undefined || v === "") return undefined;
+  if (!kubeletMinor(v)) {
+    throw new UsageError(`--kubelet-version: ${JSON.stringify(v)} is not a version`, {
+      hint: "the kubelet's version as X.Y.Z, e.g. --kubelet-version 1.36.3",
+    });
+  }
+  return v.replace(/^v/, "");
+}
 
 /** The flags of `run`, typed and checked. */
 export function runFlags(ctx: CommandContext) {
@@ -79,6 +91,7 @@ export function runFlags(ctx: CommandContext) {
     meshAdvertise: stringFlag(ctx, "mesh-advertise"),
     clusterCa: parseCaKeyFlag(stringFlag(ctx, "cluster-ca") ?? "ssm", "--cluster-ca"),
     podsApiSocket: stringFlag(ctx, "pods-api-socket") ?? PODS_API_SOCKET,
+    kubeletVersion: kubeletVersionFlag(stringFlag(ctx, "kubelet-version")),
     ipv6Prefix,
     identity: identityFlags(ctx),
     intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),

@@ -1,7 +1,10 @@
 /** `podmin-agent status`: the running agent's last pass, from its state directory. */
 
 import { type Command, stringFlag } from "../core/cli_kit.ts";
+import * as path from "node:path";
 import { readStatus } from "./deployments/status.ts";
+import type { MeshStatus } from "./mesh/discovery_mesh.ts";
+import { readJsonStatus } from "./status_file.ts";
 import { DEFAULTS } from "./run_flags.ts";
 
 const status: Command = {
@@ -37,6 +40,9 @@ Reads the status the running agent writes after every pass.`,
       ctx.out(`Certificate: ${c.deployment}: expires ${c.notAfter}, renews ${c.renewAt}`);
     }
     for (const e of s.errors) ctx.out(`Error:       ${e}`);
+    // Discovery's own problem (e.g. a kubelet without the Pods API), from the mesh's status.
+    const mesh = await readJsonStatus<MeshStatus>(path.join(dir, "mesh.json"));
+    if (mesh?.podsApi.problem) ctx.out(`Discovery:   ${mesh.podsApi.problem}`);
     return s.converged ? 0 : 1;
   },
 };

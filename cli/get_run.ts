@@ -219,6 +219,7 @@ async function getNodes(ctx: CommandContext, names: string[]): Promise<void> {
     ]);
   }
   for (const line of table(rows)) ctx.out(line);
+  for (const r of shown) if (r.problem) ctx.err(`warning: node ${r.nodeId}: ${r.problem}`);
 }
 
 /** A duration as kubectl prints ages: 45s, 3m, 2h, 4d. */

@@ -71,6 +71,11 @@ export interface NodeRecord {
    * addresses), as it reports them to the coordinator (§7.9).
    */
   endpoints?: EndpointSet;
+  /**
+   * Why the node cannot do part of its job, one line (e.g. a kubelet without the local Pods API:
+   * no endpoints from this node); absent when nothing is wrong.
+   */
+  problem?: string;
 }
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
@@ -154,7 +159,17 @@ export function parseNodeRecord(bytes: Uint8Array, key: string): NodeRecord {
     ...(d.endpoints !== undefined
       ? { endpoints: parseEndpointSet(d.endpoints, `${key} endpoints`) }
       : {}),
+    // Untrusted text shown on a terminal: one line, printable, bounded.
+    ...(d.problem !== undefined
+      ? { problem: oneLine(String(d.problem)).slice(0, 512) }
+      : {}),
   };
+}
+
+/** `text` with every run of control characters (newlines, escapes) replaced by one space. */
+function oneLine(text: string): string {
+  return [...text].map((c) => (c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f ? " " : c))
+    .join("").replace(/ {2,}/g, " ");
 }
 
 /** True when the record's heartbeat is older than `STALE_AFTER_MS` at `now`. */

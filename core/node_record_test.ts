@@ -56,3 +56,27 @@ Deno.test("a record is stale after three missed heartbeats", () => {
   assert.equal(isStale(record, beat + STALE_AFTER_MS - 1), false);
   assert.equal(isStale(record, beat + STALE_AFTER_MS + 1), true);
 });
+
+Deno.test("node record: a problem is kept as one bounded line of printable text", () => {
+  const key = "dns/nodes/workers/i-0abc.json";
+  const record = {
+    apiVersion: "podmin.dev/v1",
+    kind: "NodeRecord",
+    nodeGroup: "workers",
+    nodeId: "i-0abc",
+    address: "",
+    podPrefix: "",
+    agentVersion: "0",
+    startedAt: "2026-01-01T00:00:00Z",
+    heartbeat: "2026-01-01T00:00:00Z",
+    converged: true,
+    deployments: [],
+    problem: `kubelet 1.35.1\n\x1b[31mhas no\x07 Pods API${"x".repeat(1000)}`,
+  };
+  const parsed = parseNodeRecord(new TextEncoder().encode(JSON.stringify(record)), key);
+  assert.ok(parsed.problem!.startsWith("kubelet 1.35.1 [31mhas no Pods API"), parsed.problem);
+  assert.equal(parsed.problem!.length, 512);
+  const { problem: _, ...healthy } = record;
+  const none = parseNodeRecord(new TextEncoder().encode(JSON.stringify(healthy)), key);
+  assert.equal("problem" in none, false);
+});

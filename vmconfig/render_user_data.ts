@@ -50,10 +50,12 @@ export const AGENT_DISTRIBUTIONS: readonly (readonly string[])[] = [
 /**
  * Dependencies each kind may pin. Without a pinned `jool` (a tar.gz with `bin/jool` and
  * `modules/<kernel-release>/{jool_common,jool}.ko` for the AMI's kernel), a NAT VM with NAT64
- * installs Debian's `jool-dkms` and `jool-tools` with apt-get at boot.
+ * installs Debian's `jool-dkms` and `jool-tools` with apt-get at boot. `fluent-bit` is the
+ * vendor's `.deb` (`opt/fluent-bit/bin/fluent-bit`); a node installs `podmin-fluent-bit.service`
+ * only with it, and setup refuses `--otel-logs` without it.
  */
 export const OPTIONAL_DEPENDENCIES: Readonly<Record<VmKind, readonly string[]>> = {
-  node: ["amazon-ssm-agent", ...AGENT_DISTRIBUTIONS.flat()],
+  node: ["amazon-ssm-agent", "fluent-bit", ...AGENT_DISTRIBUTIONS.flat()],
   nat: ["amazon-ssm-agent", "jool"],
 };
 
@@ -181,6 +183,14 @@ function sandboxImageRef(upstream: string, registryHostname: string): string {
   }
   return mirroredImageRef(ref, registryHostname);
 }
+
+/** Every dependency name some VM kind accepts (a catalogue entry with another name is refused). */
+export const KNOWN_DEPENDENCIES: ReadonlySet<string> = new Set(
+  (["node", "nat"] as const).flatMap((k) => [
+    ...REQUIRED_DEPENDENCIES[k],
+    ...OPTIONAL_DEPENDENCIES[k],
+  ]),
+);
 
 /** The entries of `deps` (e.g. one architecture's manifest entries) that `kind` can pin. */
 export function dependenciesForKind(kind: VmKind, deps: readonly Dependency[]): Dependency[] {

@@ -103,6 +103,8 @@ export interface PodsWatchOptions {
   socket?: string;
   /** Called after every change of the view (coalesce in the caller). */
   onChange(): void;
+  /** Called when the watch's error changes (a new failure, or cleared by a sync). */
+  onError?(error: string | undefined): void;
   log?: Logger;
   /** Reconnect backoff cap (default 10 s). */
   maxBackoffMs?: number;
@@ -153,7 +155,9 @@ export class PodsWatch {
       onEvent: (e) => this.#event(e),
       onEnd: (err) => {
         if (this.#stopped) return;
+        const previous = this.#lastError;
         this.#lastError = err ? err.message : "stream ended";
+        if (this.#lastError !== previous) this.#o.onError?.(this.#lastError);
         this.#failures++;
         const delay = Math.max(
           100,
@@ -177,7 +181,9 @@ export class PodsWatch {
       this.#pending = undefined;
       this.#synced = true;
       this.#failures = 0;
+      const hadError = this.#lastError !== undefined;
       this.#lastError = undefined;
+      if (hadError) this.#o.onError?.(undefined);
       this.#o.onChange();
       return;
     }

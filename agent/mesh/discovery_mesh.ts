@@ -9,7 +9,8 @@ import type { ClusterSnapshot, EndpointSet } from "../../core/endpoint_snapshot.
 import type { Logger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { localEndpoints } from "../discovery/local_endpoints.ts";
-import { PodsWatch } from "../discovery/pods_api.ts";
+import { PODS_API_SOCKET, PodsWatch } from "../discovery/pods_api.ts";
+import { podsApiProblem } from "../discovery/pods_api_problem.ts";
 import type { ServicesView } from "../services_view.ts";
 import { MeshNode } from "./mesh_node.ts";
 import type { Announcers } from "./coordinator.ts";
@@ -27,6 +28,8 @@ export interface DiscoveryMeshOptions {
   listen: string;
   advertiseHost: string;
   podsApiSocket?: string;
+  /** The node's kubelet version, when known: a kubelet without the Pods API is named at once. */
+  kubeletVersion?: string;
   services: ServicesView;
   /** How often the Services are re-read (conditional GET). */
   servicesIntervalMs: number;
@@ -35,7 +38,10 @@ export interface DiscoveryMeshOptions {
   pollMs?: number;
   /** Every newer snapshot (after mesh.json is updated). */
   onSnapshot?: (snapshot: ClusterSnapshot) => void;
-  /** When this node's Ready Pods or endpoints changed (the node record follows). */
+  /**
+   * When this node's Ready Pods or endpoints changed, or the Pods API problem did (the node record
+   * follows).
+   */
   onLocalChange?: () => void;
   /** Every kubelet Pods API event (a refresh hint for the dataplane: new Pod veths). */
   onPodsEvent?: () => void;
@@ -49,7 +55,8 @@ export interface MeshStatus {
   coordinator: boolean;
   connectedTo?: string;
   lastError?: string;
-  podsApi: { synced: boolean; pods: number; error?: string };
+  /** `problem`: why this node reports no endpoints (`podsApiProblem`), one line. */
+  podsApi: { synced: boolean; pods: number; error?: string; problem?: string };
   local: EndpointSet;
   snapshot?: { term: number; version: number; nodes: number; endpoints: EndpointSet };
   updatedAt: string;
@@ -98,6 +105,10 @@ export class DiscoveryMesh {
         this.#update();
         this.#o.onPodsEvent?.();
       },
+      onError: () => {
+        this.#writeStatus();
+        this.#o.onLocalChange?.();
+      },
       log: this.#o.log,
     });
     this.#watch.start();
@@ -139,6 +150,17 @@ export class DiscoveryMesh {
     await this.#writing;
   }
 
+  /** Why this node reports no endpoints (one line), or undefined (`podsApiProblem`). */
+  problem(): string | undefined {
+    const view = this.#watch?.view();
+    return podsApiProblem({
+      kubeletVersion: this.#o.kubeletVersion,
+      synced: !!view?.synced,
+      error: view?.error,
+      socket: this.#o.podsApiSocket ?? PODS_API_SOCKET,
+    });
+  }
+
   /** Reports this node's endpoints once kubelet's view is complete. */
   #update(): void {
     const view = this.#watch?.view();
@@ -176,7 +198,12 @@ export class DiscoveryMesh {
       nodeId: this.#o.nodeId,
       coordinator: !!this.#mesh?.coordinator,
       ...this.#mesh?.member.state,
-      podsApi: { synced: !!view?.synced, pods: view?.pods.length ?? 0, error: view?.error },
+      podsApi: {
+        synced: !!view?.synced,
+        pods: view?.pods.length ?? 0,
+        error: view?.error,
+        problem: this.problem(),
+      },
       local: this.#local,
       snapshot: this.#snapshot,
       updatedAt: new Date().toISOString(),

@@ -389,6 +389,7 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
         `--registry-listen=127.0.0.1:${state.registryPort}`,
         `--interval=${o.interval ?? "2s"}`,
         `--secrets-interval=${o.secretsInterval ?? "60s"}`,
+        ...(state.kubeletVersion ? [`--kubelet-version=${state.kubeletVersion}`] : []),
       ],
       ready: () => httpOk(`http://127.0.0.1:${state.registryPort}/v2/`),
     },

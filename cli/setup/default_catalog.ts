@@ -1,39 +1,42 @@
 /**
  * The embedded default catalogue of pinned upstream node dependencies.
  *
- * Digests come from public pins (kubespray's checksums.yml). runc, the CNI
- * plugins and crictl amd64 also agree with a second independent pin (kops
- * asset data); containerd 2.1.5, kubelet 1.35.1 and crictl arm64 have
- * kubespray as their only reachable public source. No public source states byte sizes, so `size` is
- * absent: setup records the size of the verified download in
- * dependencies/manifest.json. Operators pin other versions with
- * `podmin setup --dependency-catalog FILE` (same JSON shape).
+ * Pinned is tested: kubelet, containerd, crictl and CoreDNS are exactly the versions the real-node
+ * and Services end-to-end tests build from the Go module proxy and run
+ * (`tests/support/node_peers.ts` derives the test binaries from this catalogue, and
+ * `tests/node/pinned_versions_test.ts` fails when a binary is not the pinned version).
  *
- * Versions: containerd 2.1.5 is the 2.1 release measured with Podmin's
- * generated configuration on a real node (CRI pulls through hosts.toml).
- * kubelet 1.35.1 is the newest kubelet whose release sha256 could be obtained
- * from a public source; the kubelet's local Pods API needs 1.36 (gate
- * PodsAPI, which vmconfig turns on) or 1.37 (on by default): pin 1.37.x with
- * --dependency-catalog. vmconfig derives the kubelet's feature gates from the
- * installed version, so any of them starts.
+ * Digests come from public pins (kubespray's checksums.yml; kops' asset data; see
+ * `../shared/pins.md` for the commits). No public source states byte sizes, so `size` is absent:
+ * setup records the size of the verified download in dependencies/manifest.json. Operators pin
+ * other versions with `podmin setup --dependency-catalog FILE` (same JSON shape).
+ *
+ * - kubelet 1.36.3: kubespray and kops agree on both architectures. It is the newest kubelet with
+ *   the local Pods API (alpha in 1.36: vmconfig turns on the gate `PodsAPI` from the installed
+ *   version) whose digests two public sources agree on; no public arm64 digest of a 1.37.x kubelet
+ *   exists.
+ * - containerd 2.1.5: the 2.1 release measured with Podmin's generated configuration on a real
+ *   node (CRI pulls through hosts.toml); kubespray is its only reachable public source.
+ * - runc 1.3.3 and the CNI plugins 1.8.0: kubespray and kops agree.
+ * - crictl 1.34.0: kubespray (amd64 also kops); it speaks CRI v1 to any containerd 2.x.
+ * - CoreDNS 1.12.1 (`coredns_<v>_linux_<arch>.tgz`, one member `coredns`): the newest release
+ *   whose tarball digests two public sources agree on, for both architectures: the AUR
+ *   `coredns-bin` PKGBUILD (`sha256sums_x86_64`, `sha256sums_aarch64`) and lukashornych/hole's
+ *   `assets/gateway/Dockerfile` (`COREDNS_SHA256_AMD64`/`_ARM64`, from the release's
+ *   `.tgz.sha256` files). The generated Corefile's `file … { reload 250ms }` is checked on it.
+ * - The AWS SSM Agent 3.3.5226.0 (Session Manager and Run Command, the only way onto a node):
+ *   AWS publishes GPG signatures, not digests, for its packages; both digests come from one public
+ *   source, a Chef cookbook for AWS agents whose download test checks them with
+ *   `shasum -a 256 --check`. Drop it with a catalogue without `amazon-ssm-agent` entries.
+ * - Fluent Bit (`--otel-logs`) is not pinned: no version has two independent public sources. An
+ *   operator pins the vendor's `.deb` as `fluent-bit` with `--dependency-catalog`; setup refuses
+ *   `--otel-logs` without it.
  *
  * The Deno runtime (`deno`, for the agent's runtime-plus-bundle distribution, used when no
  * compiled agent binary exists) is the npm registry's `@deno/linux-x64-glibc` and
  * `@deno/linux-arm64-glibc` 2.9.6: each tarball is pinned by the registry's published integrity
  * (sha512) and the extracted `package/deno` by its sha256, measured on the extracted files (the
  * amd64 one is byte-identical to the Deno 2.9.6 this project builds with).
- *
- * CoreDNS (Service DNS on every node) is the upstream release tarball `coredns_<v>_linux_<arch>.tgz`
- * (one member, `coredns`). 1.12.1 is the newest release whose tarball digests could be obtained from
- * public pins, for both architectures, from two independent sources that agree: the AUR
- * `coredns-bin` PKGBUILD (`sha256sums_x86_64`, `sha256sums_aarch64`) and lukashornych/hole's
- * `assets/gateway/Dockerfile` (`COREDNS_SHA256_AMD64`/`_ARM64`, taken from the release's
- * `.tgz.sha256` files). No public pin of 1.15.0 (the version the tests build from the Go module
- * proxy) was reachable; the generated Corefile uses only plugins both versions have (`bind`,
- * `file` with `reload`, `forward`, `cache`, `errors`).
- *
- * The AWS SSM Agent is not pinned here: no public source pins a digest for a
- * specific version (see docs/spec.md, "Dependencies").
  */
 
 import type { Catalog } from "./dependency_catalog.ts";
@@ -73,18 +76,18 @@ export const DEFAULT_CATALOG: Catalog = {
     },
     {
       name: "kubelet",
-      version: "1.35.1",
+      version: "1.36.3",
       arch: "amd64",
-      url: "https://dl.k8s.io/release/v1.35.1/bin/linux/amd64/kubelet",
-      sha256: "e7343310e03ff0d424df4397bdfa4468947d6d1f0f93dac586c1e8d6e4086d5d",
-    },
+      url: "https://dl.k8s.io/release/v1.36.3/bin/linux/amd64/kubelet",
+      sha256: "46707a53209f826ad0f0d62371ac69cd00e78fd9a8176cf5f6f87f18f7f8b718",
+    }, // kubespray + kops agree
     {
       name: "kubelet",
-      version: "1.35.1",
+      version: "1.36.3",
       arch: "arm64",
-      url: "https://dl.k8s.io/release/v1.35.1/bin/linux/arm64/kubelet",
-      sha256: "73475c6db8fd8a9780b1b378fa2f917875e6146166c24603c1abc6eafd4493a8",
-    },
+      url: "https://dl.k8s.io/release/v1.36.3/bin/linux/arm64/kubelet",
+      sha256: "57205a5daf5883873d87b4914e1e00bdd7707acd075714788cfb0fc1f60bc414",
+    }, // kubespray + kops agree
     {
       name: "cni-plugins",
       version: "1.8.0",
@@ -133,6 +136,22 @@ export const DEFAULT_CATALOG: Catalog = {
         "https://github.com/coredns/coredns/releases/download/v1.12.1/coredns_1.12.1_linux_arm64.tgz",
       sha256: "f1c9030a7fbf3c9f5421894211b3bee62de7e77d260fc4282a0d8104376b6300",
     },
+    {
+      name: "amazon-ssm-agent",
+      version: "3.3.5226.0",
+      arch: "amd64",
+      url:
+        "https://s3.amazonaws.com/ec2-downloads-windows/SSMAgent/3.3.5226.0/debian_amd64/amazon-ssm-agent.deb",
+      sha256: "777df4e0ac4bbc8d7d1b159db76cdb6614666bcc73141874414b8be68fb9cba3",
+    }, // one source: a public Chef cookbook's download test (shasum -a 256 --check)
+    {
+      name: "amazon-ssm-agent",
+      version: "3.3.5226.0",
+      arch: "arm64",
+      url:
+        "https://s3.amazonaws.com/ec2-downloads-windows/SSMAgent/3.3.5226.0/debian_arm64/amazon-ssm-agent.deb",
+      sha256: "2ed75ecacf633af8b48568f1d468a4849ad006ff901f63761ecb9b0daa8d90d2",
+    }, // same single source
     {
       name: "deno",
       version: "2.9.6",

@@ -5,8 +5,9 @@
  * archive) are produced locally and digested when setup runs.
  */
 
-import { ValidationError } from "../../core/errors.ts";
+import { UsageError, ValidationError } from "../../core/errors.ts";
 import { type Architecture, ARCHITECTURES } from "../../core/dependency_manifest.ts";
+import { KNOWN_DEPENDENCIES } from "../../vmconfig/render_user_data.ts";
 
 /** One pinned file of the catalogue. */
 export interface CatalogEntry {
@@ -43,6 +44,12 @@ export function parseCatalog(doc: unknown, where = "catalogue"): Catalog {
     if (e === null || typeof e !== "object") throw new ValidationError(`${at}: not an object`);
     if (!/^[a-z0-9][a-z0-9.-]{0,62}$/.test(e.name)) {
       throw new ValidationError(`${at}: invalid name`);
+    }
+    if (!KNOWN_DEPENDENCIES.has(e.name)) {
+      // A name no VM installs would be uploaded and then never reach a node.
+      throw new ValidationError(`${at}: unknown dependency ${JSON.stringify(e.name)}`, {
+        hint: `known names: ${[...KNOWN_DEPENDENCIES].sort().join(", ")}`,
+      });
     }
     if (typeof e.version !== "string" || !/^[A-Za-z0-9][A-Za-z0-9.+_-]{0,62}$/.test(e.version)) {
       throw new ValidationError(`${at}: invalid version`);
@@ -110,4 +117,25 @@ export async function readCatalogFile(path: string): Promise<Catalog> {
     if (err instanceof SyntaxError) throw new ValidationError(`${path}: not JSON: ${err.message}`);
     throw err;
   }
+}
+
+/**
+ * `--otel-logs` ships node logs with Fluent Bit: refuse it, before anything is created, unless the
+ * catalogue pins `fluent-bit` for every NodeGroup architecture (no public pin exists to embed).
+ */
+export function requireFluentBit(catalog: Catalog, arches: readonly Architecture[]): void {
+  const missing = arches.filter((arch) =>
+    !catalog.dependencies.some((d) => d.name === "fluent-bit" && d.arch === arch)
+  );
+  if (missing.length === 0) return;
+  throw new UsageError(
+    `--otel-logs needs Fluent Bit on every node, and the dependency catalogue pins no fluent-bit for ${
+      missing.join(", ")
+    }`,
+    {
+      hint:
+        'add --dependency-catalog FILE with a "fluent-bit" entry per architecture: the vendor\'s ' +
+        ".deb URL (packages.fluentbit.io) and its sha256",
+    },
+  );
 }

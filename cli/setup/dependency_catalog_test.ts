@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseCatalog } from "./dependency_catalog.ts";
+import { parseCatalog, requireFluentBit } from "./dependency_catalog.ts";
 import { DEFAULT_CATALOG } from "./default_catalog.ts";
 import { REQUIRED_DEPENDENCIES } from "../../vmconfig/render_user_data.ts";
 
@@ -9,7 +9,16 @@ Deno.test("catalogue: the embedded default pins every node component for both ar
     const names = c.dependencies.filter((d) => d.arch === arch).map((d) => d.name).sort();
     assert.deepEqual(
       names,
-      ["cni-plugins", "containerd", "coredns", "crictl", "deno", "kubelet", "runc"],
+      [
+        "amazon-ssm-agent",
+        "cni-plugins",
+        "containerd",
+        "coredns",
+        "crictl",
+        "deno",
+        "kubelet",
+        "runc",
+      ],
       arch,
     );
   }
@@ -72,4 +81,48 @@ Deno.test("catalogue: malformed pins are rejected", () => {
       /archive must be/,
     );
   }
+});
+
+Deno.test("catalogue: the default kubelet has the local Pods API (1.36 with its gate, or later)", () => {
+  for (const d of DEFAULT_CATALOG.dependencies.filter((d) => d.name === "kubelet")) {
+    const [major, minor] = d.version.split(".").map(Number);
+    assert.ok(major > 1 || minor >= 36, `kubelet ${d.version} (${d.arch}) has no Pods API`);
+  }
+});
+
+Deno.test("catalogue: a name no VM kind installs is refused, naming the known ones", () => {
+  const entry = {
+    name: "fluentbit",
+    version: "4.0.3",
+    arch: "amd64",
+    url: "https://x/fluent-bit.deb",
+    sha256: "b".repeat(64),
+  };
+  assert.throws(() => parseCatalog({ dependencies: [entry] }), (err: Error & { hint?: string }) => {
+    assert.match(err.message, /dependencies\[0\]: unknown dependency "fluentbit"/);
+    assert.match(err.hint ?? "", /fluent-bit/);
+    return true;
+  });
+  assert.equal(
+    parseCatalog({ dependencies: [{ ...entry, name: "fluent-bit" }] }).dependencies[0].name,
+    "fluent-bit",
+  );
+});
+
+Deno.test("catalogue: --otel-logs needs a fluent-bit pin for every NodeGroup architecture", () => {
+  const pin = (arch: "amd64" | "arm64") => ({
+    name: "fluent-bit",
+    version: "4.0.3",
+    arch,
+    url: `https://x/fluent-bit_4.0.3_${arch}.deb`,
+    sha256: "c".repeat(64),
+  });
+  assert.throws(
+    () => requireFluentBit(DEFAULT_CATALOG, ["arm64"]),
+    /--otel-logs needs Fluent Bit .* pins no fluent-bit for arm64/,
+  );
+  const one = { dependencies: [...DEFAULT_CATALOG.dependencies, pin("arm64")] };
+  requireFluentBit(one, ["arm64"]);
+  assert.throws(() => requireFluentBit(one, ["amd64", "arm64"]), /for amd64$/);
+  requireFluentBit({ dependencies: [...one.dependencies, pin("amd64")] }, ["amd64", "arm64"]);
 });

@@ -53,7 +53,12 @@ export interface DependencyPlan {
   etag?: string;
 }
 
-/** Builds the wanted set for the architectures in use. */
+/** The `source` of a dependency setup builds itself (vmconfig, the agent). */
+export const LOCAL_SOURCE = "built by podmin";
+
+/**
+ * Builds the wanted set for the architectures in use: the catalogue's pins and the local builds.
+ */
 export function wantedDependencies(options: {
   catalog: Catalog;
   local: LocalDependency[];
@@ -79,7 +84,7 @@ export function wantedDependencies(options: {
         arch,
         sha256: sha256Hex(l.bytes),
         size: l.bytes.byteLength,
-        source: "built by podmin",
+        source: LOCAL_SOURCE,
       });
     }
   }

@@ -72,9 +72,10 @@ import {
 } from "./agent_distribution.ts";
 import { availableZones, describeReusedVpc, findReusableVpc } from "./aws_lookup.ts";
 import { ensureClusterCas } from "./cluster_cas.ts";
-import { readCatalogFile } from "./dependency_catalog.ts";
+import { readCatalogFile, requireFluentBit } from "./dependency_catalog.ts";
 import { defaultCacheDir, DependencyCache } from "./dependency_cache.ts";
 import {
+  LOCAL_SOURCE,
   type LocalDependency,
   planAgainst,
   planDependencies,
@@ -403,6 +404,7 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
   const catalogFile = stringFlag(ctx, "dependency-catalog");
   const catalog = catalogFile ? await readCatalogFile(catalogFile) : DEFAULT_CATALOG;
   const nodeArches = [...new Set(flags.nodeGroups.map((ng) => ng.architecture))];
+  if (flags.otelLogs) requireFluentBit(catalog, nodeArches);
   const allArches = [...new Set([...nodeArches, ...natArchitectures(flags)])]
     .sort() as Architecture[];
   const vmconfig = buildVmconfigArchive();
@@ -545,6 +547,10 @@ function planSummary(
     ...flags.nodeGroups.filter((ng) => ng.nat64).map((ng) => `${ng.name}: dedicated ${ng.nat64}`),
   ];
   lines.push(["NAT64", nat.join("; ") || "none"]);
+  // Every upstream pin with its digest: what every node will download and verify.
+  for (const w of plan.wanted.filter((w) => w.source !== LOCAL_SOURCE)) {
+    lines.push([`Pin ${w.name} ${w.arch}`, `${w.version} sha256:${w.sha256}`]);
+  }
   for (const arch of plan.agents.missing) {
     lines.push([`podmin-agent ${arch}`, "not built yet: run 'deno task bundle' before setup"]);
   }

@@ -7,9 +7,9 @@ import assert from "node:assert/strict";
 import * as path from "node:path";
 import { testWith } from "../support/requirements.ts";
 import { expectedKeys } from "./run_all.ts";
+import { nodePeerProgram } from "../support/node_peers.ts";
 
-const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
-const COREDNS = path.join(BIN, "node", "coredns-v1.15.0", "coredns");
+const COREDNS = nodePeerProgram("coredns");
 
 testWith(
   "bench --smoke: every benchmark reports every figure, ratio and verdict as a number",

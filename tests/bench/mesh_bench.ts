@@ -39,9 +39,9 @@ import {
   testClusterCa,
 } from "../mesh/discovery_cluster.ts";
 import { benchSmoke, percentile, recordFigures } from "./bench_output.ts";
+import { nodePeerProgram } from "../support/node_peers.ts";
 
-const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
-const COREDNS = path.join(BIN, "node", "coredns-v1.15.0", "coredns");
+const COREDNS = nodePeerProgram("coredns");
 
 const SMOKE = benchSmoke();
 const N = SMOKE ? 5 : 50;

@@ -46,6 +46,41 @@ Deno.test("setup [moto]: --workload-ca-publish into a bucket that does not exist
   }
 });
 
+Deno.test("setup [moto]: --otel-logs without a Fluent Bit pin is refused before anything is created", async () => {
+  const m = await moto();
+  await m.reset();
+  const tmp = await Deno.makeTempDir({ prefix: "podmin-checks-" });
+  try {
+    const bucket = `podmin-checks-${Date.now().toString(36)}`;
+    const r = await podmin([
+      "--bucket",
+      `s3://${bucket}`,
+      "setup",
+      "--cluster",
+      "checks",
+      "--region",
+      "us-east-1",
+      "--vpc-cidr",
+      "10.0.0.0/16",
+      "--nodegroup",
+      "default",
+      "--ami",
+      "arm64=ami-12345678",
+      "--otel-logs",
+      "https://otel.example.com:4318",
+      "--yes",
+    ], { PODMIN_CACHE_DIR: `${tmp}/cache`, PODMIN_HOME: `${tmp}/home` });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /--otel-logs needs Fluent Bit .*pins no fluent-bit for arm64/);
+    assert.match(r.stderr, /--dependency-catalog FILE with a "fluent-bit" entry/);
+    const s3 = await (await fetch(`${m.endpoint}/`)).text();
+    assert.doesNotMatch(s3, new RegExp(`<Name>${bucket}</Name>`), "no bucket was created");
+    assert.doesNotMatch(r.stderr, /downloading|uploading/i, "nothing was downloaded");
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
 Deno.test("agent run: --ipv6-prefix must be an IPv6 prefix", async () => {
   const { agent } = await import("../support/programs.ts");
   const r = await agent([

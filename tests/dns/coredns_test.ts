@@ -17,9 +17,9 @@ import { runGenerator } from "../../vmconfig/node_files.ts";
 import { freePort } from "../support/moto.ts";
 import { nodeAgentArgs, spawnAgent, waitFor } from "../support/programs.ts";
 import { testWith } from "../support/requirements.ts";
+import { nodePeerProgram } from "../support/node_peers.ts";
 
-const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
-export const COREDNS = path.join(BIN, "node", "coredns-v1.15.0", "coredns");
+export const COREDNS = nodePeerProgram("coredns");
 
 function service(name: string, ports: { name?: string; port: number; protocol?: string }[]) {
   return parseResource({

@@ -22,13 +22,10 @@ import { freePort, moto, motoEnv, putParameter, putSecret } from "../support/mot
 import { podmin, waitFor } from "../support/programs.ts";
 import { startDistributionRegistry } from "../support/registry.ts";
 import { testWith } from "../support/requirements.ts";
+import { NODE_BIN_DIRS } from "../support/node_peers.ts";
 
 const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
-const NODE_BINS = ["containerd-v2.1.5", "kubelet-v1.37.2", "crictl-v1.34.0", "coredns-v1.15.0"].map(
-  (
-    d,
-  ) => path.join(BIN, "node", d),
-);
+const NODE_BINS = NODE_BIN_DIRS;
 const CLUSTER = "nodetest";
 const LINE = "hello from a podmin node";
 /** podmin-agent from this source tree, as `podmin local` runs it from source. */

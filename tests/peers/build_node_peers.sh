@@ -13,10 +13,22 @@
 # - crictl: `go install` works.
 set -euo pipefail
 
-KUBELET_VERSION=${KUBELET_VERSION:-v1.36.3}
-CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.1.5}
-CRICTL_VERSION=${CRICTL_VERSION:-v1.34.0}
-COREDNS_VERSION=${COREDNS_VERSION:-v1.12.1}
+# The versions are the default catalogue's pins (pinned is tested), read through
+# tests/support/node_peers.ts; KUBELET_VERSION etc. in the environment override them.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+command -v deno >/dev/null || { echo "build_node_peers: deno is missing (it reads the pins)" >&2; exit 1; }
+pins=$(cd "$here/../.." && deno run --quiet --no-lock --allow-read --allow-env tests/support/node_peers.ts)
+declare -A pinned=()
+while IFS='=' read -r key value; do
+  [[ $key =~ ^(KUBELET|CONTAINERD|CRICTL|COREDNS)_VERSION$ && $value =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+    { echo "build_node_peers: unexpected pin line: $key=$value" >&2; exit 1; }
+  pinned[$key]=$value
+done <<<"$pins"
+((${#pinned[@]} == 4)) || { echo "build_node_peers: expected 4 pins, got ${#pinned[@]}" >&2; exit 1; }
+KUBELET_VERSION=${KUBELET_VERSION:-${pinned[KUBELET_VERSION]}}
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-${pinned[CONTAINERD_VERSION]}}
+CRICTL_VERSION=${CRICTL_VERSION:-${pinned[CRICTL_VERSION]}}
+COREDNS_VERSION=${COREDNS_VERSION:-${pinned[COREDNS_VERSION]}}
 PODMIN_TEST_BIN=${PODMIN_TEST_BIN:-/opt/podmin-test/bin}
 [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || { echo "build_node_peers: go is missing" >&2; exit 1; }
@@ -86,11 +98,14 @@ build_containerd() {
 
 build_crictl() {
   local dest="$out_root/crictl-$CRICTL_VERSION"
-  [[ -x "$dest/crictl" ]] && return 0
+  # A build without the version stamp (an older recipe) reports "unknown": rebuilt.
+  [[ -x "$dest/crictl" && "$("$dest/crictl" --version 2>/dev/null)" == *"$CRICTL_VERSION"* ]] && return 0
   echo "build_node_peers: building crictl $CRICTL_VERSION"
   local work
   work=$(mktemp -d)
-  GOBIN="$work/out" CGO_ENABLED=0 GOFLAGS=-mod=mod go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+  GOBIN="$work/out" CGO_ENABLED=0 GOFLAGS=-mod=mod go install \
+    -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
+    "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
   publish "$work/out" "$dest"
   rm -rf "$work"
 }
@@ -111,7 +126,7 @@ build_coredns() {
 # by the digest of its sources.
 build_podsapi() {
   local src key dest
-  src=$(cd "$(dirname "${BASH_SOURCE[0]}")/podsapi" && pwd)
+  src=$here/podsapi
   key=$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-16)
   dest="$out_root/podsapi-$key"
   [[ -x "$dest/podsapi" ]] && return 0

@@ -28,13 +28,8 @@ import { podmin, waitFor } from "../support/programs.ts";
 import { startDistributionRegistry } from "../support/registry.ts";
 import { testWith } from "../support/requirements.ts";
 
-const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
-const NODE_BINS = ["containerd-v2.1.5", "kubelet-v1.37.2", "crictl-v1.34.0", "coredns-v1.15.0"].map(
-  (
-    d,
-  ) => path.join(BIN, "node", d),
-);
-const COREDNS = path.join(BIN, "node", "coredns-v1.15.0", "coredns");
+const NODE_BINS = NODE_BIN_DIRS;
+const COREDNS = nodePeerProgram("coredns");
 const ROOT = new URL("../../", import.meta.url).pathname;
 const CLUSTER = "svce2e";
 const AGENT = [Deno.execPath(), "run", "--allow-all", path.join(ROOT, "agent/main.ts")];
@@ -94,6 +89,7 @@ try:
 except Exception as e:
     print(type(e).__name__)
 `;
+import { NODE_BIN_DIRS, nodePeerProgram } from "../support/node_peers.ts";
 
 interface Many {
   ok: number;

@@ -57,6 +57,7 @@ for (
         PODMIN_NODE_ADDRESS: "2600:1f18:1:2::10",
         PODMIN_MESH_LISTEN: "[::]:7443",
         PODMIN_DNS_DIR: `${tmp}/dns`,
+        PODMIN_KUBELET_VERSION: "1.36.3",
         PODMIN_AGENT_CA_ARGS: caArgs,
         PODMIN_AGENT_TELEMETRY_ARGS: telemetryArgs,
       };
@@ -70,6 +71,7 @@ for (
           "--mesh-advertise=2600:1f18:1:2::10",
           "--cluster-ca=ssm",
           `--dns-dir=${tmp}/dns`,
+          "--kubelet-version=1.36.3",
         ]
       ) assert.ok(args.includes(a), a);
       assert.equal(args.some((a) => a.startsWith("--workload-ca-publish")), caArgs !== "");

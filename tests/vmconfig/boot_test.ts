@@ -38,11 +38,11 @@ import {
   SOURCES_DETECT,
 } from "../../vmconfig/render_user_data.ts";
 import { dependencyBlobKey } from "../../core/bucket_layout.ts";
+import { nodePeerProgram } from "../support/node_peers.ts";
 
 const TOOLS = ["curl", "containerd", "bats", "ip", "nft", "dpkg-deb", "useradd"];
-const BIN = Deno.env.get("PODMIN_TEST_BIN") ?? "/opt/podmin-test/bin";
 /** The real CoreDNS (built from the Go module proxy by tests/setup.sh). */
-const COREDNS = `${BIN}/node/coredns-v1.15.0/coredns`;
+const COREDNS = nodePeerProgram("coredns");
 const NODE_MAC = "02:00:5e:00:00:0a";
 const POD_MAC = "02:00:5e:00:00:0b";
 const NODE_IP = "2600:1f18:4b2:aa00::a";
@@ -278,6 +278,7 @@ testWith(
             `PODMIN_NODE_ADDRESS=${NODE_IP}`,
             "PODMIN_MESH_LISTEN=[::]:7443",
             "PODMIN_DNS_DIR=/run/podmin/dns",
+            "PODMIN_KUBELET_VERSION=1.34.0", // the installed kubelet, for the agent's status
             "AWS_USE_DUALSTACK_ENDPOINT=true",
           ]
         ) assert.ok(agentEnv.includes(`${line}\n`), line);

@@ -152,6 +152,57 @@ node_list() {
   grep -qx 'coredns 1.0.0 [0-9a-f]*' "$PODMIN_ROOT/opt/podmin/etc/dependencies.list"
 }
 
+# vendor_deb NAME OUT PATH...: a Debian package laid out as its vendor's (each PATH a program).
+vendor_deb() {
+  local name=$1 out=$2 pkg=$work/deb-${2##*/} f
+  shift 2
+  mkdir -p "$pkg/DEBIAN"
+  printf 'Package: %s\nVersion: 1.0.0\nArchitecture: amd64\nMaintainer: test\nDescription: t\n' \
+    "$name" >"$pkg/DEBIAN/control"
+  for f in "$@"; do
+    mkdir -p "$pkg/${f%/*}"
+    printf '#!/bin/sh\necho %s\n' "${f##*/}" >"$pkg/$f"
+    chmod 0755 "$pkg/$f"
+  done
+  dpkg-deb --root-owner-group --build "$pkg" "$out" >/dev/null
+}
+
+@test "install.sh on a node: Fluent Bit and the SSM Agent from their vendors' .deb, units only with them" {
+  node_list >/dev/null
+  tar -czf "$work/coredns.tgz" -C "$work/files/bin" coredns
+  { node_list; dep coredns "$work/coredns.tgz"; } >"$work/list"
+  run "$work/vmc/bin/install.sh" --kind node --deps-list "$work/list"
+  [ "$status" -eq 0 ]
+  # Without the packages, neither unit is installed.
+  [ ! -e "$PODMIN_ROOT/etc/systemd/system/podmin-fluent-bit.service" ]
+  [ ! -e "$PODMIN_ROOT/etc/systemd/system/amazon-ssm-agent.service" ]
+  vendor_deb fluent-bit "$work/fluent-bit.deb" opt/fluent-bit/bin/fluent-bit \
+    lib/systemd/system/fluent-bit.service etc/fluent-bit/fluent-bit.conf
+  vendor_deb amazon-ssm-agent "$work/ssm.deb" usr/bin/amazon-ssm-agent usr/bin/ssm-agent-worker \
+    usr/bin/ssm-document-worker usr/bin/ssm-session-worker usr/bin/ssm-session-logger \
+    lib/systemd/system/amazon-ssm-agent.service
+  { node_list; dep coredns "$work/coredns.tgz"; dep fluent-bit "$work/fluent-bit.deb"
+    dep amazon-ssm-agent "$work/ssm.deb"; } >"$work/list"
+  run "$work/vmc/bin/install.sh" --kind node --deps-list "$work/list"
+  [ "$status" -eq 0 ]
+  [ "$(stat -c '%u:%g %a' "$PODMIN_ROOT/opt/fluent-bit/bin/fluent-bit")" = "0:0 755" ]
+  [ "$("$PODMIN_ROOT/opt/fluent-bit/bin/fluent-bit")" = fluent-bit ]
+  [ "$("$PODMIN_ROOT/usr/bin/amazon-ssm-agent")" = amazon-ssm-agent ]
+  [ -x "$PODMIN_ROOT/usr/bin/ssm-session-logger" ]
+  [ "$(stat -c '%a' "$PODMIN_ROOT/etc/systemd/system/podmin-fluent-bit.service")" = 644 ]
+  [ "$(stat -c '%a' "$PODMIN_ROOT/etc/systemd/system/amazon-ssm-agent.service")" = 644 ]
+  # The vendor's own unit and configuration are not installed: Podmin's units run them.
+  [ ! -e "$PODMIN_ROOT/lib/systemd/system/fluent-bit.service" ]
+  [ ! -e "$PODMIN_ROOT/etc/fluent-bit" ]
+  grep -qx 'fluent-bit 1.0.0 [0-9a-f]*' "$PODMIN_ROOT/opt/podmin/etc/dependencies.list"
+  # A package without the program is refused before anything changes.
+  vendor_deb fluent-bit "$work/empty.deb" etc/fluent-bit/fluent-bit.conf
+  { node_list; dep coredns "$work/coredns.tgz"; dep fluent-bit "$work/empty.deb"; } >"$work/list"
+  run "$work/vmc/bin/install.sh" --kind node --deps-list "$work/list"
+  [ "$status" -ne 0 ]
+  [[ $output == *"fluent-bit 1.0.0: archive lacks opt/fluent-bit/bin/fluent-bit"* ]]
+}
+
 @test "install.sh refuses to install through a symlinked destination directory" {
   good_jool
   tar -czf "$work/jool.tgz" -C "$work/jool" bin modules

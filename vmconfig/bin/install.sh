@@ -42,7 +42,7 @@ declare -A required=() optional=([amazon-ssm-agent]=1)
 case $kind in
 node)
   for n in vmconfig containerd runc cni-plugins crictl kubelet coredns; do required[$n]=1; done
-  for n in podmin-agent deno podmin-agent-bundle; do optional[$n]=1; done
+  for n in podmin-agent deno podmin-agent-bundle fluent-bit; do optional[$n]=1; done
   ;;
 nat)
   required[vmconfig]=1
@@ -114,7 +114,7 @@ member() {
 
 # --- 1. unpack and check everything ------------------------------------------------------------
 declare -A formats=([containerd]=tgz [runc]=raw [cni-plugins]=tgz [crictl]=tgz [kubelet]=raw
-  [coredns]=tgz [podmin-agent]=raw [deno]=raw [podmin-agent-bundle]=raw [amazon-ssm-agent]=deb [jool]=tgz [vmconfig]=tgz)
+  [coredns]=tgz [podmin-agent]=raw [deno]=raw [podmin-agent-bundle]=raw [amazon-ssm-agent]=deb [fluent-bit]=deb [jool]=tgz [vmconfig]=tgz)
 for n in "${!dep_file[@]}"; do unpack "$n" "${formats[$n]}"; done
 
 declare -a plan=() # "SRC DEST MODE" entries, all checked before anything is installed
@@ -141,6 +141,10 @@ EOT
     plan+=("$scratch/podmin-agent-launcher|/usr/local/bin/podmin-agent|0755")
   else
     add podmin-agent podmin-agent /usr/local/bin/podmin-agent 0755
+  fi
+  # Fluent Bit (--otel-logs): the vendor's .deb keeps its program in opt/fluent-bit/bin/.
+  if [[ -n ${dep_file[fluent-bit]:-} ]]; then
+    add fluent-bit opt/fluent-bit/bin/fluent-bit /opt/fluent-bit/bin/fluent-bit 0755
   fi
   ;;
 nat)
@@ -175,9 +179,11 @@ source_dir=$scratch/vmconfig
 for f in "$source_dir"/bin/*.sh; do plan+=("$f|$PODMIN_HOME/bin/${f##*/}|0755"); done
 for f in "$source_dir"/lib/*.sh; do plan+=("$f|$PODMIN_HOME/lib/${f##*/}|0644"); done
 case $kind in
-node) units=(containerd kubelet podmin-agent podmin-coredns podmin-pod-network podmin-fluent-bit) ;;
+node) units=(containerd kubelet podmin-agent podmin-coredns podmin-pod-network) ;;
 nat) units=(podmin-nat) ;;
 esac
+# A unit is installed only with the program it starts.
+[[ -n ${dep_file[fluent-bit]:-} ]] && units+=(podmin-fluent-bit)
 [[ -n ${dep_file[amazon-ssm-agent]:-} ]] && units+=(amazon-ssm-agent)
 for u in "${units[@]}"; do
   [[ -f $source_dir/units/$u.service ]] || die "vmconfig lacks units/$u.service"
@@ -227,6 +233,10 @@ if [[ $kind == node ]]; then
   ensure_dir /etc/podmin/coredns root root 0755
   ensure_dir "$PODMIN_MANIFEST_DIR" root "$PODMIN_GROUP" 0750
   ensure_dir /var/lib/kubelet root root 0700
+  if [[ -n ${dep_file[fluent-bit]:-} ]]; then
+    ensure_dir /opt/fluent-bit root root 0755
+    ensure_dir /opt/fluent-bit/bin root root 0755
+  fi
 else
   ensure_dir /usr/local/sbin root root 0755
   ensure_dir /etc/podmin/nat root root 0755
