@@ -63,6 +63,7 @@ import {
 import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/infra_inputs.ts";
 import { describeInfra, generateTofu, serializeTofu } from "../infra/generate_tofu.ts";
 import { architectureOf } from "../infra/instance_types.ts";
+import { TF } from "../infra/context.ts";
 import { checkTofuSyntax } from "../infra/tofu_syntax.ts";
 import {
   type AgentDistributions,
@@ -72,6 +73,7 @@ import {
 } from "./agent_distribution.ts";
 import { availableZones, describeReusedVpc, findReusableVpc } from "./aws_lookup.ts";
 import { ensureClusterCas } from "./cluster_cas.ts";
+import { managedResource, readSavedState, refuseLockedState } from "./tofu_state.ts";
 import { readCatalogFile } from "./dependency_catalog.ts";
 import { defaultCacheDir, DependencyCache } from "./dependency_cache.ts";
 import {
@@ -319,8 +321,8 @@ export async function runSetup(ctx: CommandContext, deps: SetupDeps = {}): Promi
     );
     return 0;
   }
-  const resolved = await resolveCluster(plan);
   const bucketExists = await bucketExistsIn(plan.store);
+  const resolved = await resolveCluster(plan, { bucketExists });
   for (const line of planSummary(plan, resolved, { bucketExists })) ctx.out(line);
   const verb = bucketExists ? "update" : "create";
   await confirmPlan({
@@ -517,6 +519,8 @@ function planSummary(
       real
         ? resolved.existingVpc
           ? `reuse ${resolved.existingVpc.id} (never deleted by Podmin)`
+          : resolved.ownVpcId
+          ? `keep ${resolved.ownVpcId} (${flags.vpcCidr}, created by this cluster)`
           : `new ${flags.vpcCidr}`
         : `${flags.vpcCidr} (setup reuses a VPC with exactly this CIDR, else creates one)`,
     ],
@@ -555,7 +559,10 @@ function planSummary(
 /** Zones, the VPC to reuse and the AMIs: looked up in AWS, or stand-ins for a dry run. */
 interface ResolvedCluster {
   zones: Map<string, string>;
+  /** A VPC this cluster did not create, reused (a data source). */
   existingVpc?: ExistingVpc;
+  /** The VPC this cluster created on an earlier run (kept as the managed `aws_vpc.main`). */
+  ownVpcId?: string;
   amiIds: Partial<Record<Architecture, string>>;
 }
 
@@ -568,8 +575,15 @@ function previewCluster(plan: SetupPlan): ResolvedCluster {
   };
 }
 
-/** Phase 2: zones, the reusable VPC and the AMIs, looked up in AWS. */
-async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
+/**
+ * Phase 2: zones, the VPC and the AMIs, looked up in AWS. The cluster's saved OpenTofu state
+ * (when the bucket exists) says which VPC and gateway this cluster created: those stay managed
+ * resources; only a VPC the cluster did not create is reused.
+ */
+async function resolveCluster(
+  plan: SetupPlan,
+  { bucketExists }: { bucketExists: boolean },
+): Promise<ResolvedCluster> {
   const { agents, flags, region, log } = plan;
   if (agents.missing.length) {
     throw new UsageError(`no podmin-agent for ${agents.missing.join(", ")}`, {
@@ -579,24 +593,48 @@ async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
   if (flags.workloadCaPublish) await checkPublishBucket(plan.store, flags.workloadCaPublish.bucket);
   const ec2 = new EC2Client({ region });
   const ssm = new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) });
+  const state = bucketExists ? await readSavedState(plan.store) : undefined;
+  const ownVpc = managedResource(state, "aws_vpc", TF.vpc);
+  const ownIgw = managedResource(state, "aws_internet_gateway", TF.igw);
+  if (ownVpc && typeof ownVpc.cidr_block === "string" && ownVpc.cidr_block !== flags.vpcCidr) {
+    throw new UsageError(
+      `cluster ${flags.cluster}'s VPC ${ownVpc.id} is ${ownVpc.cidr_block}: --vpc-cidr ${flags.vpcCidr} would replace it and every node in it`,
+      { hint: `pass --vpc-cidr ${ownVpc.cidr_block}` },
+    );
+  }
   log(`checking ${region}: zones and VPC ${flags.vpcCidr}`);
   const zones = resolveZones(flags, await availableZones(ec2));
-  const reused = await findReusableVpc(ec2, flags.vpcCidr);
+  const found = await findReusableVpc(ec2, {
+    cidr: flags.vpcCidr,
+    cluster: flags.cluster,
+    managedVpcId: typeof ownVpc?.id === "string" ? ownVpc.id : undefined,
+    workDir: plan.workDir,
+  });
+  const reused = found.kind === "reuse" ? found.vpc : undefined;
   const contents = reused &&
-    await describeReusedVpc(ec2, { vpcId: reused.id, cluster: flags.cluster });
+    await describeReusedVpc(ec2, {
+      vpcId: reused.id,
+      cluster: flags.cluster,
+      managedIgwId: typeof ownIgw?.id === "string" ? ownIgw.id : undefined,
+    });
   log(
     reused && contents
       ? `reusing VPC ${reused.id} (never deleted by Podmin): ${
         contents.internetGatewayId
           ? `its internet gateway ${contents.internetGatewayId}`
+          : ownIgw
+          ? `this cluster's internet gateway ${ownIgw.id}`
           : "a new internet gateway"
       }, ${contents.foreignSubnetCidrs.length} other subnet CIDR(s) kept clear${
         contents.foreignSubnetCidrs.length ? ` (${contents.foreignSubnetCidrs.join(", ")})` : ""
       }`
+      : found.kind === "own"
+      ? `keeping VPC ${found.id}: created by this cluster (its OpenTofu state manages it)`
       : `a new VPC ${flags.vpcCidr} will be created`,
   );
   return {
     zones,
+    ...(found.kind === "own" ? { ownVpcId: found.id } : {}),
     existingVpc: reused
       ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock, ...contents }
       : undefined,
@@ -800,6 +838,12 @@ async function applyConfig(options: {
   const { plan: { workDir, store, log, region }, rendered: { configBytes } } = options;
   await Deno.mkdir(workDir, { recursive: true });
   await Deno.writeFile(path.join(workDir, "main.tf.json"), configBytes);
+  // A killed tofu's lock: named with its release (in workDir, which now holds the
+  // configuration), before the bucket's saved configuration changes.
+  await refuseLockedState(store, {
+    release: (id) =>
+      `tofu -chdir=${workDir} init && tofu -chdir=${workDir} force-unlock -force ${id}, then run setup again`,
+  });
   await store.put(INFRA_CONFIG, configBytes, { contentType: "application/json" });
   log(`configuration saved to ${workDir}/main.tf.json and ${store.url}/${INFRA_CONFIG}`);
   await tofuApply({ workDir, log, binary: options.deps.tofuBinary, env: { AWS_REGION: region } });
