@@ -39,7 +39,12 @@ import {
   emptyDependencyManifest,
 } from "../../core/dependency_manifest.ts";
 import { emptyDeploymentIndex, serializeDeploymentIndex } from "../../core/deployment_index.ts";
-import { PodminError, PreconditionFailedError, UsageError } from "../../core/errors.ts";
+import {
+  PermanentStoreError,
+  PodminError,
+  PreconditionFailedError,
+  UsageError,
+} from "../../core/errors.ts";
 import { mirrorPathOf, parseUpstreamRef } from "../../core/image_ref.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { sha256Hex } from "../../core/digest.ts";
@@ -590,7 +595,7 @@ async function resolveCluster(
       hint: "run 'deno task bundle' (runtime-plus-bundle), or pass --agent-binary ARCH=PATH",
     });
   }
-  if (flags.workloadCaPublish) await checkPublishBucket(plan.store, flags.workloadCaPublish.bucket);
+  await checkExternalBuckets(plan);
   const ec2 = new EC2Client({ region });
   const ssm = new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) });
   const state = bucketExists ? await readSavedState(plan.store) : undefined;
@@ -643,25 +648,46 @@ async function resolveCluster(
 }
 
 /**
- * `--workload-ca-publish s3://B/K`: B must exist (Podmin publishes into it, never creates it).
- * The cluster bucket is fine (setup creates it); a 403 means it exists but is not ours to read.
+ * The buckets outside the cluster's (`--workload-ca-publish s3://B/K`, `--otel-logs ca=s3://B/K`):
+ * each must exist (Podmin publishes into or reads from it, never creates it), and may be in any
+ * region: setup asks S3 for the bucket's region (HeadBucket, following S3's region redirect) and
+ * logs it; the agents' stores follow the same redirect (core/s3_store.ts). The cluster bucket is
+ * fine (setup creates it); a 403 means it exists but is not ours to read.
  */
-async function checkPublishBucket(store: ObjectStore, bucket: string): Promise<void> {
-  if (!(store instanceof S3Store) || bucket === store.bucket) return;
-  try {
-    await s3AdminClient(store).send(new HeadBucketCommand({ Bucket: bucket }));
-  } catch (err) {
-    const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-    if (status === 404) {
-      throw new UsageError(`--workload-ca-publish: bucket ${bucket} does not exist`, {
-        hint: "create the bucket first (Podmin publishes the workload CA bundle into it)",
-      });
-    }
-    if (status !== 403 && status !== 301) {
+async function checkExternalBuckets(plan: SetupPlan): Promise<void> {
+  const { store, flags, log } = plan;
+  if (!(store instanceof S3Store)) return;
+  const external: [string, string][] = [
+    ...(flags.workloadCaPublish
+      ? [["--workload-ca-publish", flags.workloadCaPublish.bucket] as [string, string]]
+      : []),
+    ...(flags.otelLogs?.ca
+      ? [["--otel-logs ca=", flags.otelLogs.ca.bucket] as [string, string]]
+      : []),
+  ];
+  for (const [flag, bucket] of external) {
+    if (bucket === store.bucket) continue;
+    let located: { region: string; readable: boolean };
+    try {
+      located = await new S3Store({ bucket, region: plan.region, endpoint: store.endpoint })
+        .locate();
+    } catch (err) {
+      if (err instanceof PermanentStoreError && /does not exist/.test(err.message)) {
+        throw new UsageError(`${flag.replace(/ ca=$/, "")}: bucket ${bucket} does not exist`, {
+          hint: flag === "--workload-ca-publish"
+            ? "create the bucket first (Podmin publishes the workload CA bundle into it)"
+            : "create the bucket and its CA bundle first (nodes read the OTel CA from it)",
+        });
+      }
       throw new PodminError(`cannot check bucket ${bucket}: ${(err as Error).message}`, {
         cause: err,
       });
     }
+    log(
+      `${flag}: bucket ${bucket} is in ${located.region}${
+        located.region === plan.region ? "" : " (another region: requests follow S3's redirect)"
+      }${located.readable ? "" : "; it exists, owned elsewhere (not readable here)"}`,
+    );
   }
 }
 
