@@ -50,6 +50,9 @@ import {
 } from "./request_bounds.ts";
 import { DEFAULT_RETRY, type RetryPolicy, withRetry } from "./retry.ts";
 
+/** The header in which S3 names a bucket's region (HeadBucket, and every region redirect). */
+const BUCKET_REGION_HEADER = "x-amz-bucket-region";
+
 /** Multipart part size; S3's minimum for all but the last part is 5 MiB. */
 export const PART_BYTES = 8 * 1024 * 1024;
 const PARTS_IN_FLIGHT = 3;
@@ -86,38 +89,76 @@ export interface S3StoreOptions {
 export class S3Store implements ObjectStore {
   readonly url: string;
   readonly bucket: string;
-  readonly region: string;
   /** The custom endpoint, when there is one (else AWS's own). */
   readonly endpoint?: string;
   readonly #retry: RetryPolicy;
   readonly #timeoutMs: number;
-  readonly #endpointName: string;
-  readonly #aws: AwsRequester;
+  readonly #credentials?: CredentialSource;
+  #region: string;
+  #endpointName: string;
+  #aws: AwsRequester;
   /** Where keys are appended: `https://bucket.s3.dualstack.region.amazonaws.com/`, or path-style. */
-  readonly #base: string;
+  #base: string;
 
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
-    this.region = options.region;
     this.url = `s3://${options.bucket}`;
     this.#retry = options.retry ?? DEFAULT_RETRY;
     this.endpoint = options.endpoint ?? configuredEndpoint("S3");
     this.#timeoutMs = options.requestTimeoutMs ?? requestTimeoutMs();
-    this.#endpointName = this.endpoint ?? `S3 (${options.region})`;
-    this.#aws = new AwsRequester({
-      region: options.region,
-      timeoutMs: this.#timeoutMs,
-      credentials: options.credentials,
-    });
-    const bucket = uriEncode(options.bucket);
+    this.#credentials = options.credentials;
+    this.#region = this.#endpointName = this.#base = "";
+    this.#aws = this.#aimAt(options.region);
+  }
+
+  /**
+   * The bucket's region: the one given, until S3 answered a request with the bucket's own
+   * (a region redirect), then that one.
+   */
+  get region(): string {
+    return this.#region;
+  }
+
+  /** Signs for `region` and addresses its endpoint from now on. */
+  #aimAt(region: string): AwsRequester {
+    this.#region = region;
+    this.#endpointName = this.endpoint ?? `S3 (${region})`;
+    const bucket = uriEncode(this.bucket);
     if (this.endpoint) {
       this.#base = `${this.endpoint.replace(/\/+$/, "")}/${bucket}/`;
-    } else if (options.bucket.includes(".")) {
+    } else if (this.bucket.includes(".")) {
       // A dotted name does not match the endpoint's TLS wildcard as a host name: path-style.
-      this.#base = `https://s3.dualstack.${options.region}.amazonaws.com/${bucket}/`;
+      this.#base = `https://s3.dualstack.${region}.amazonaws.com/${bucket}/`;
     } else {
-      this.#base = `https://${bucket}.s3.dualstack.${options.region}.amazonaws.com/`;
+      this.#base = `https://${bucket}.s3.dualstack.${region}.amazonaws.com/`;
     }
+    this.#aws = new AwsRequester({
+      region,
+      timeoutMs: this.#timeoutMs,
+      credentials: this.#credentials,
+    });
+    return this.#aws;
+  }
+
+  /**
+   * The bucket's region as S3 reports it (HeadBucket's `x-amz-bucket-region`, following a
+   * region redirect): for a bucket outside the cluster's region (`--workload-ca-publish`,
+   * `--otel-logs ca=`). A missing bucket throws the store's PermanentStoreError ("does not
+   * exist"); a bucket that exists but is not ours to read (403) still answers with its region.
+   */
+  async locate(): Promise<{ region: string; readable: boolean }> {
+    return await this.#retrying("", async () => {
+      const r = await this.#send("HEAD", "");
+      await r.body?.cancel().catch(() => {});
+      const region = r.headers.get(BUCKET_REGION_HEADER) ?? this.#region;
+      if (r.ok) return { region, readable: true };
+      if (r.status === 403) return { region, readable: false };
+      throw new AwsResponseError({
+        status: r.status,
+        code: r.status === 404 ? "NoSuchBucket" : "",
+        message: `HeadBucket ${this.bucket}: HTTP ${r.status}`,
+      });
+    });
   }
 
   /** The URL of `key` (path-style on a custom endpoint, else AWS's dual-stack endpoint). */
@@ -130,12 +171,24 @@ export class S3Store implements ObjectStore {
     method: string,
     key: string,
     o: RequestParts = {},
+    redirected = false,
   ): Promise<Response> {
     const url = this.objectUrl(key);
     for (const [k, v] of Object.entries(o.query ?? {})) url.searchParams.set(k, v);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(o.headers ?? {})) if (v !== undefined) headers[k] = v;
-    return await this.#aws.send({ method, url, headers, body: o.body, service: "s3", s3: true });
+    const r = await this.#aws.send({ method, url, headers, body: o.body, service: "s3", s3: true });
+    // S3's region redirect (a bucket of another region: 301 PermanentRedirect, or 400 for a
+    // request signed for the wrong region) names the bucket's region: aim there and send again.
+    const region = r.headers.get(BUCKET_REGION_HEADER);
+    if (
+      !redirected && (r.status === 301 || r.status === 400) && region && region !== this.#region
+    ) {
+      await r.body?.cancel().catch(() => {});
+      this.#aimAt(region);
+      return await this.#send(method, key, o, true);
+    }
+    return r;
   }
 
   /** Sends, and throws the S3 error of a non-2xx answer. */

@@ -45,11 +45,14 @@ export interface ReusedVpcContents {
 /**
  * The internet gateway and the other subnets of a reused VPC. Subnets tagged
  * `podmin:cluster=<cluster>` are this cluster's own (its OpenTofu state manages them); route
- * tables of others are left alone (Podmin's subnets get route tables of their own).
+ * tables of others are left alone (Podmin's subnets get route tables of their own). A gateway
+ * the cluster's state manages (`managedIgwId`: Podmin added it to a VPC that had none) is not
+ * reported, so it stays a managed resource; one tagged with this cluster that the state does
+ * not manage is refused with the import that adopts it.
  */
 export async function describeReusedVpc(
   ec2: EC2Client,
-  { vpcId, cluster }: { vpcId: string; cluster: string },
+  { vpcId, cluster, managedIgwId }: { vpcId: string; cluster: string; managedIgwId?: string },
 ): Promise<ReusedVpcContents> {
   const igws = await ec2.send(
     new DescribeInternetGatewaysCommand({
@@ -59,10 +62,18 @@ export async function describeReusedVpc(
   const subnets = await ec2.send(
     new DescribeSubnetsCommand({ Filters: [{ Name: "vpc-id", Values: [vpcId] }] }),
   );
-  const foreign = (subnets.Subnets ?? []).filter((sn) =>
-    !(sn.Tags ?? []).some((t) => t.Key === CLUSTER_TAG && t.Value === cluster)
-  );
-  const igw = (igws.InternetGateways ?? [])[0]?.InternetGatewayId;
+  const foreign = (subnets.Subnets ?? []).filter((sn) => !taggedFor(sn.Tags, cluster));
+  const found = (igws.InternetGateways ?? [])[0];
+  const igw = found?.InternetGatewayId === managedIgwId ? undefined : found?.InternetGatewayId;
+  if (igw && taggedFor(found?.Tags, cluster)) {
+    throw new UsageError(
+      `internet gateway ${igw} of ${vpcId} carries ${CLUSTER_TAG}=${cluster}, but the cluster's OpenTofu state does not manage it`,
+      {
+        hint:
+          `adopt it with 'tofu import aws_internet_gateway.main ${igw}' in setup's work directory, or delete it, then run setup again`,
+      },
+    );
+  }
   return {
     ...(igw ? { internetGatewayId: igw } : {}),
     foreignSubnetCidrs: foreign.flatMap((sn) => [
@@ -74,15 +85,37 @@ export async function describeReusedVpc(
   };
 }
 
+/** What the VPC lookup decided: reuse a VPC this cluster did not create, keep its own, or create one. */
+export type VpcLookup =
+  | { kind: "reuse"; vpc: ReusedVpc }
+  /** The VPC this cluster created (its state manages `aws_vpc.main`): it stays a managed resource. */
+  | { kind: "own"; id: string }
+  | { kind: "none" };
+
+/** Options of `findReusableVpc`. */
+export interface VpcLookupOptions {
+  /** --vpc-cidr. */
+  cidr: string;
+  /** The cluster id: a VPC tagged `podmin:cluster=<cluster>` was created by this cluster. */
+  cluster: string;
+  /** The VPC id the cluster's saved OpenTofu state manages as `aws_vpc.main`, if any. */
+  managedVpcId?: string;
+  /** Where the configuration is run (named in the hint of an unmanaged VPC of this cluster). */
+  workDir?: string;
+}
+
 /**
- * The VPC whose PRIMARY IPv4 CIDR is exactly `cidr`, or undefined (setup then
- * creates one). Several matches are ambiguous; a match without an IPv6 block,
- * or a CIDR that only appears as a secondary block, is incompatible.
+ * The VPC whose PRIMARY IPv4 CIDR is exactly `cidr`, and whether it is this cluster's own.
+ * The VPC the cluster's state manages is "own" (setup keeps generating `aws_vpc.main`, so a later
+ * run never plans to destroy it); any other match is reused (a data source, never deleted). A
+ * match tagged with this cluster that the state does not manage (an earlier apply whose state
+ * was lost) is refused with the import that adopts it. Several matches are ambiguous; a reused
+ * match without an IPv6 block, or a CIDR that only appears as a secondary block, is incompatible.
  */
 export async function findReusableVpc(
   ec2: EC2Client,
-  cidr: string,
-): Promise<ReusedVpc | undefined> {
+  { cidr, cluster, managedVpcId, workDir }: VpcLookupOptions,
+): Promise<VpcLookup> {
   const out = await ec2.send(
     new DescribeVpcsCommand({
       Filters: [{ Name: "cidr-block-association.cidr-block", Values: [cidr] }],
@@ -104,8 +137,19 @@ export async function findReusableVpc(
       },
     );
   }
-  if (!primary.length) return undefined;
+  if (!primary.length) return { kind: "none" };
   const vpc = primary[0];
+  if (vpc.VpcId === managedVpcId) return { kind: "own", id: vpc.VpcId! };
+  if (taggedFor(vpc.Tags, cluster)) {
+    throw new UsageError(
+      `VPC ${vpc.VpcId} (${cidr}) carries ${CLUSTER_TAG}=${cluster}, but the cluster's OpenTofu state does not manage it`,
+      {
+        hint: `an earlier setup of ${cluster} created it and its state was lost: adopt it with ${
+          workDir ? `'cd ${workDir} && ` : "'"
+        }tofu init && tofu import aws_vpc.main ${vpc.VpcId}' (and its gateway as aws_internet_gateway.main), or delete it, then run setup again`,
+      },
+    );
+  }
   const v6 = (vpc.Ipv6CidrBlockAssociationSet ?? []).find((a) =>
     a.Ipv6CidrBlockState?.State === "associated"
   );
@@ -114,5 +158,10 @@ export async function findReusableVpc(
       hint: "associate an Amazon-provided IPv6 block with it, or choose a --vpc-cidr no VPC uses",
     });
   }
-  return { id: vpc.VpcId!, ipv6CidrBlock: v6.Ipv6CidrBlock };
+  return { kind: "reuse", vpc: { id: vpc.VpcId!, ipv6CidrBlock: v6.Ipv6CidrBlock } };
+}
+
+/** True when `tags` carry this cluster's tag (what the generated configuration puts on all). */
+function taggedFor(tags: { Key?: string; Value?: string }[] | undefined, cluster: string): boolean {
+  return (tags ?? []).some((t) => t.Key === CLUSTER_TAG && t.Value === cluster);
 }

@@ -39,7 +39,12 @@ import {
   emptyDependencyManifest,
 } from "../../core/dependency_manifest.ts";
 import { emptyDeploymentIndex, serializeDeploymentIndex } from "../../core/deployment_index.ts";
-import { PodminError, PreconditionFailedError, UsageError } from "../../core/errors.ts";
+import {
+  PermanentStoreError,
+  PodminError,
+  PreconditionFailedError,
+  UsageError,
+} from "../../core/errors.ts";
 import { mirrorPathOf, parseUpstreamRef } from "../../core/image_ref.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { sha256Hex } from "../../core/digest.ts";
@@ -63,6 +68,7 @@ import {
 import type { ClusterSpec, ExistingVpc, InfraInputs } from "../infra/infra_inputs.ts";
 import { describeInfra, generateTofu, serializeTofu } from "../infra/generate_tofu.ts";
 import { architectureOf } from "../infra/instance_types.ts";
+import { TF } from "../infra/context.ts";
 import { checkTofuSyntax } from "../infra/tofu_syntax.ts";
 import {
   type AgentDistributions,
@@ -72,6 +78,7 @@ import {
 } from "./agent_distribution.ts";
 import { availableZones, describeReusedVpc, findReusableVpc } from "./aws_lookup.ts";
 import { ensureClusterCas } from "./cluster_cas.ts";
+import { managedResource, readSavedState, refuseLockedState } from "./tofu_state.ts";
 import { readCatalogFile, requireFluentBit } from "./dependency_catalog.ts";
 import { defaultCacheDir, DependencyCache } from "./dependency_cache.ts";
 import {
@@ -320,8 +327,8 @@ export async function runSetup(ctx: CommandContext, deps: SetupDeps = {}): Promi
     );
     return 0;
   }
-  const resolved = await resolveCluster(plan);
   const bucketExists = await bucketExistsIn(plan.store);
+  const resolved = await resolveCluster(plan, { bucketExists });
   for (const line of planSummary(plan, resolved, { bucketExists })) ctx.out(line);
   const verb = bucketExists ? "update" : "create";
   await confirmPlan({
@@ -519,6 +526,8 @@ function planSummary(
       real
         ? resolved.existingVpc
           ? `reuse ${resolved.existingVpc.id} (never deleted by Podmin)`
+          : resolved.ownVpcId
+          ? `keep ${resolved.ownVpcId} (${flags.vpcCidr}, created by this cluster)`
           : `new ${flags.vpcCidr}`
         : `${flags.vpcCidr} (setup reuses a VPC with exactly this CIDR, else creates one)`,
     ],
@@ -561,7 +570,10 @@ function planSummary(
 /** Zones, the VPC to reuse and the AMIs: looked up in AWS, or stand-ins for a dry run. */
 interface ResolvedCluster {
   zones: Map<string, string>;
+  /** A VPC this cluster did not create, reused (a data source). */
   existingVpc?: ExistingVpc;
+  /** The VPC this cluster created on an earlier run (kept as the managed `aws_vpc.main`). */
+  ownVpcId?: string;
   amiIds: Partial<Record<Architecture, string>>;
 }
 
@@ -574,35 +586,66 @@ function previewCluster(plan: SetupPlan): ResolvedCluster {
   };
 }
 
-/** Phase 2: zones, the reusable VPC and the AMIs, looked up in AWS. */
-async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
+/**
+ * Phase 2: zones, the VPC and the AMIs, looked up in AWS. The cluster's saved OpenTofu state
+ * (when the bucket exists) says which VPC and gateway this cluster created: those stay managed
+ * resources; only a VPC the cluster did not create is reused.
+ */
+async function resolveCluster(
+  plan: SetupPlan,
+  { bucketExists }: { bucketExists: boolean },
+): Promise<ResolvedCluster> {
   const { agents, flags, region, log } = plan;
   if (agents.missing.length) {
     throw new UsageError(`no podmin-agent for ${agents.missing.join(", ")}`, {
       hint: "run 'deno task bundle' (runtime-plus-bundle), or pass --agent-binary ARCH=PATH",
     });
   }
-  if (flags.workloadCaPublish) await checkPublishBucket(plan.store, flags.workloadCaPublish.bucket);
+  await checkExternalBuckets(plan);
   const ec2 = new EC2Client({ region });
   const ssm = new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) });
+  const state = bucketExists ? await readSavedState(plan.store) : undefined;
+  const ownVpc = managedResource(state, "aws_vpc", TF.vpc);
+  const ownIgw = managedResource(state, "aws_internet_gateway", TF.igw);
+  if (ownVpc && typeof ownVpc.cidr_block === "string" && ownVpc.cidr_block !== flags.vpcCidr) {
+    throw new UsageError(
+      `cluster ${flags.cluster}'s VPC ${ownVpc.id} is ${ownVpc.cidr_block}: --vpc-cidr ${flags.vpcCidr} would replace it and every node in it`,
+      { hint: `pass --vpc-cidr ${ownVpc.cidr_block}` },
+    );
+  }
   log(`checking ${region}: zones and VPC ${flags.vpcCidr}`);
   const zones = resolveZones(flags, await availableZones(ec2));
-  const reused = await findReusableVpc(ec2, flags.vpcCidr);
+  const found = await findReusableVpc(ec2, {
+    cidr: flags.vpcCidr,
+    cluster: flags.cluster,
+    managedVpcId: typeof ownVpc?.id === "string" ? ownVpc.id : undefined,
+    workDir: plan.workDir,
+  });
+  const reused = found.kind === "reuse" ? found.vpc : undefined;
   const contents = reused &&
-    await describeReusedVpc(ec2, { vpcId: reused.id, cluster: flags.cluster });
+    await describeReusedVpc(ec2, {
+      vpcId: reused.id,
+      cluster: flags.cluster,
+      managedIgwId: typeof ownIgw?.id === "string" ? ownIgw.id : undefined,
+    });
   log(
     reused && contents
       ? `reusing VPC ${reused.id} (never deleted by Podmin): ${
         contents.internetGatewayId
           ? `its internet gateway ${contents.internetGatewayId}`
+          : ownIgw
+          ? `this cluster's internet gateway ${ownIgw.id}`
           : "a new internet gateway"
       }, ${contents.foreignSubnetCidrs.length} other subnet CIDR(s) kept clear${
         contents.foreignSubnetCidrs.length ? ` (${contents.foreignSubnetCidrs.join(", ")})` : ""
       }`
+      : found.kind === "own"
+      ? `keeping VPC ${found.id}: created by this cluster (its OpenTofu state manages it)`
       : `a new VPC ${flags.vpcCidr} will be created`,
   );
   return {
     zones,
+    ...(found.kind === "own" ? { ownVpcId: found.id } : {}),
     existingVpc: reused
       ? { id: reused.id, ipv6CidrBlock: reused.ipv6CidrBlock, ...contents }
       : undefined,
@@ -611,25 +654,46 @@ async function resolveCluster(plan: SetupPlan): Promise<ResolvedCluster> {
 }
 
 /**
- * `--workload-ca-publish s3://B/K`: B must exist (Podmin publishes into it, never creates it).
- * The cluster bucket is fine (setup creates it); a 403 means it exists but is not ours to read.
+ * The buckets outside the cluster's (`--workload-ca-publish s3://B/K`, `--otel-logs ca=s3://B/K`):
+ * each must exist (Podmin publishes into or reads from it, never creates it), and may be in any
+ * region: setup asks S3 for the bucket's region (HeadBucket, following S3's region redirect) and
+ * logs it; the agents' stores follow the same redirect (core/s3_store.ts). The cluster bucket is
+ * fine (setup creates it); a 403 means it exists but is not ours to read.
  */
-async function checkPublishBucket(store: ObjectStore, bucket: string): Promise<void> {
-  if (!(store instanceof S3Store) || bucket === store.bucket) return;
-  try {
-    await s3AdminClient(store).send(new HeadBucketCommand({ Bucket: bucket }));
-  } catch (err) {
-    const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-    if (status === 404) {
-      throw new UsageError(`--workload-ca-publish: bucket ${bucket} does not exist`, {
-        hint: "create the bucket first (Podmin publishes the workload CA bundle into it)",
-      });
-    }
-    if (status !== 403 && status !== 301) {
+async function checkExternalBuckets(plan: SetupPlan): Promise<void> {
+  const { store, flags, log } = plan;
+  if (!(store instanceof S3Store)) return;
+  const external: [string, string][] = [
+    ...(flags.workloadCaPublish
+      ? [["--workload-ca-publish", flags.workloadCaPublish.bucket] as [string, string]]
+      : []),
+    ...(flags.otelLogs?.ca
+      ? [["--otel-logs ca=", flags.otelLogs.ca.bucket] as [string, string]]
+      : []),
+  ];
+  for (const [flag, bucket] of external) {
+    if (bucket === store.bucket) continue;
+    let located: { region: string; readable: boolean };
+    try {
+      located = await new S3Store({ bucket, region: plan.region, endpoint: store.endpoint })
+        .locate();
+    } catch (err) {
+      if (err instanceof PermanentStoreError && /does not exist/.test(err.message)) {
+        throw new UsageError(`${flag.replace(/ ca=$/, "")}: bucket ${bucket} does not exist`, {
+          hint: flag === "--workload-ca-publish"
+            ? "create the bucket first (Podmin publishes the workload CA bundle into it)"
+            : "create the bucket and its CA bundle first (nodes read the OTel CA from it)",
+        });
+      }
       throw new PodminError(`cannot check bucket ${bucket}: ${(err as Error).message}`, {
         cause: err,
       });
     }
+    log(
+      `${flag}: bucket ${bucket} is in ${located.region}${
+        located.region === plan.region ? "" : " (another region: requests follow S3's redirect)"
+      }${located.readable ? "" : "; it exists, owned elsewhere (not readable here)"}`,
+    );
   }
 }
 
@@ -806,6 +870,12 @@ async function applyConfig(options: {
   const { plan: { workDir, store, log, region }, rendered: { configBytes } } = options;
   await Deno.mkdir(workDir, { recursive: true });
   await Deno.writeFile(path.join(workDir, "main.tf.json"), configBytes);
+  // A killed tofu's lock: named with its release (in workDir, which now holds the
+  // configuration), before the bucket's saved configuration changes.
+  await refuseLockedState(store, {
+    release: (id) =>
+      `tofu -chdir=${workDir} init && tofu -chdir=${workDir} force-unlock -force ${id}, then run setup again`,
+  });
   await store.put(INFRA_CONFIG, configBytes, { contentType: "application/json" });
   log(`configuration saved to ${workDir}/main.tf.json and ${store.url}/${INFRA_CONFIG}`);
   await tofuApply({ workDir, log, binary: options.deps.tofuBinary, env: { AWS_REGION: region } });

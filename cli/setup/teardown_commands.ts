@@ -9,6 +9,7 @@ const teardown: Command = {
   name: "teardown",
   summary: "remove the cluster's infrastructure; keep the bucket, CAs and images",
   help: `Usage: podmin teardown --cluster ID --bucket s3://NAME [--yes] [--work-dir DIR]
+       [--force-unlock LOCK_ID]
 
 Runs OpenTofu destroy on the configuration setup saved in the bucket (infra/),
 so it also removes an interrupted setup. Keeps the bucket (desired state,
@@ -18,6 +19,9 @@ Flags:
   --cluster ID     the cluster
   --yes            do not ask for confirmation
   --work-dir DIR   where the configuration is unpacked (default ~/.local/share/podmin/<cluster>)
+  --force-unlock LOCK_ID
+                   release the state lock a killed tofu left (infra/terraform.tfstate.tflock;
+                   the ID must be the one a locked teardown names), then go on
 
 Example:
   podmin --bucket s3://podmin-prod teardown --cluster prod`,
@@ -25,6 +29,7 @@ Example:
     cluster: { type: "string" },
     yes: { type: "boolean", default: false },
     "work-dir": { type: "string" },
+    "force-unlock": { type: "string" },
   },
   run: async (ctx) => (await import("./teardown_run.ts")).runTeardown(ctx),
 };
@@ -33,6 +38,7 @@ const destroy: Command = {
   name: "destroy",
   summary: "remove everything: infrastructure, bucket, CA parameters",
   help: `Usage: podmin destroy --cluster ID --bucket s3://NAME [--yes] [--work-dir DIR]
+       [--force-unlock LOCK_ID]
 
 Tears the infrastructure down (as podmin teardown), deletes the CA parameters
 /<cluster>/_system/workload-ca-key and /<cluster>/_system/cluster-ca, then
@@ -43,6 +49,9 @@ Flags:
   --cluster ID     the cluster
   --yes            do not ask for confirmation
   --work-dir DIR   where the configuration is unpacked (default ~/.local/share/podmin/<cluster>)
+  --force-unlock LOCK_ID
+                   release the state lock a killed tofu left (infra/terraform.tfstate.tflock;
+                   the ID must be the one a locked teardown names), then go on
 
 Example:
   podmin --bucket s3://podmin-prod destroy --cluster prod`,
@@ -50,6 +59,7 @@ Example:
     cluster: { type: "string" },
     yes: { type: "boolean", default: false },
     "work-dir": { type: "string" },
+    "force-unlock": { type: "string" },
   },
   run: async (ctx) => (await import("./teardown_run.ts")).runDestroy(ctx),
 };

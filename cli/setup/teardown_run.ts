@@ -17,7 +17,7 @@ import {
   requireString,
   stringFlag,
 } from "../../core/cli_kit.ts";
-import { PodminError } from "../../core/errors.ts";
+import { PodminError, PreconditionFailedError, UsageError } from "../../core/errors.ts";
 import { FsStore } from "../../core/fs_store.ts";
 import { checkClusterId } from "../../core/names.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
@@ -27,6 +27,7 @@ import { s3AdminClient } from "./s3_admin.ts";
 import { deleteClusterCas } from "./cluster_cas.ts";
 import { confirmDestructive } from "./confirm.ts";
 import { tofuDestroy } from "./tofu_runner.ts";
+import { describeLock, INFRA_STATE_LOCK, readStateLock, refuseLockedState } from "./tofu_state.ts";
 import { defaultWorkDir } from "./work_dir.ts";
 
 /** Dependencies injected by tests. */
@@ -36,16 +37,26 @@ export interface TeardownDeps {
   isTerminal?: boolean;
 }
 
-/** Destroys the infrastructure described by the configuration saved in the bucket. */
+/**
+ * Destroys the infrastructure described by the configuration saved in the bucket. A lock a
+ * killed `tofu` left on the state (`infra/terraform.tfstate.tflock`) stops it with the lock's ID
+ * and the command that releases it; `forceUnlock` (`--force-unlock ID`) releases exactly that
+ * lock (its ID must match) and goes on.
+ */
 export async function teardownInfra(options: {
   store: ObjectStore;
   cluster: string;
   workDir: string;
   log: (line: string) => void;
   tofuBinary?: string;
+  /** The ID of the lock to release first (`--force-unlock`). */
+  forceUnlock?: string;
+  /** The command being run, for the hint (`teardown` or `destroy`). */
+  command?: string;
 }): Promise<boolean> {
   const saved = await getIfExists(options.store, INFRA_CONFIG);
   if (!saved) return false;
+  await releaseOrRefuseLock(options);
   await Deno.mkdir(options.workDir, { recursive: true });
   await Deno.writeFile(path.join(options.workDir, "main.tf.json"), saved.body);
   options.log(
@@ -53,6 +64,49 @@ export async function teardownInfra(options: {
   );
   await tofuDestroy({ workDir: options.workDir, log: options.log, binary: options.tofuBinary });
   return true;
+}
+
+async function releaseOrRefuseLock(options: {
+  store: ObjectStore;
+  cluster: string;
+  workDir: string;
+  log: (line: string) => void;
+  forceUnlock?: string;
+  command?: string;
+}): Promise<void> {
+  const { store, cluster, forceUnlock } = options;
+  const command = options.command ?? "teardown";
+  if (forceUnlock === undefined) {
+    await refuseLockedState(store, {
+      release: (id) =>
+        `podmin --bucket ${store.url} ${command} --cluster ${cluster} --force-unlock ${id} (or: tofu -chdir=${options.workDir} force-unlock -force ${id}, then run ${command} again)`,
+    });
+    return;
+  }
+  const lock = await readStateLock(store);
+  if (!lock) {
+    throw new UsageError(`--force-unlock ${forceUnlock}: the state is not locked`, {
+      hint: `run ${command} without --force-unlock`,
+    });
+  }
+  if (lock.id !== forceUnlock) {
+    throw new UsageError(
+      `--force-unlock ${forceUnlock}: the lock is ${describeLock(store, lock)}, not ${forceUnlock}`,
+      { hint: "pass the lock ID named above (a newer tofu may hold it: check first)" },
+    );
+  }
+  try {
+    await store.delete(INFRA_STATE_LOCK, { ifMatch: lock.etag });
+  } catch (err) {
+    if (err instanceof PreconditionFailedError) {
+      throw new PodminError(`the lock ${forceUnlock} changed while it was being released`, {
+        cause: err,
+        hint: `another tofu took the state lock: wait for it, then run ${command} again`,
+      });
+    }
+    throw err;
+  }
+  options.log(`released the state lock ${describeLock(store, lock)}`);
 }
 
 /** Deletes every object of the bucket, then the bucket. */
@@ -102,6 +156,8 @@ export async function runTeardown(ctx: CommandContext, deps: TeardownDeps = {}):
     workDir,
     log: ctx.err,
     tofuBinary: deps.tofuBinary,
+    forceUnlock: stringFlag(ctx, "force-unlock"),
+    command: "teardown",
   });
   ctx.out(
     removed
@@ -122,7 +178,15 @@ export async function runDestroy(ctx: CommandContext, deps: TeardownDeps = {}): 
     isTerminal: deps.isTerminal,
   });
   if (
-    !await teardownInfra({ store, cluster, workDir, log: ctx.err, tofuBinary: deps.tofuBinary })
+    !await teardownInfra({
+      store,
+      cluster,
+      workDir,
+      log: ctx.err,
+      tofuBinary: deps.tofuBinary,
+      forceUnlock: stringFlag(ctx, "force-unlock"),
+      command: "destroy",
+    })
   ) {
     ctx.err(`no ${INFRA_CONFIG} in ${store.url}: no infrastructure to tear down`);
   }

@@ -47,20 +47,18 @@ Deno.test("setup VPC reuse [moto]: exact primary CIDR with IPv6 reused; ambiguou
   const m = await moto();
   await m.reset();
   const ec2 = new EC2Client({ region: "us-east-1" });
-  assert.equal(
-    await findReusableVpc(ec2, "10.42.0.0/16"),
-    undefined,
-    "no match: setup creates one",
-  );
+  const lookup = (cidr: string) => findReusableVpc(ec2, { cidr, cluster: "prod" });
+  assert.deepEqual(await lookup("10.42.0.0/16"), { kind: "none" }, "no match: setup creates one");
   const v6 = await ec2.send(
     new CreateVpcCommand({ CidrBlock: "10.42.0.0/16", AmazonProvidedIpv6CidrBlock: true }),
   );
-  const found = await findReusableVpc(ec2, "10.42.0.0/16");
-  assert.equal(found?.id, v6.Vpc!.VpcId);
-  assert.match(found!.ipv6CidrBlock, /::\/56$/);
+  const found = await lookup("10.42.0.0/16");
+  assert.equal(found.kind, "reuse");
+  assert.equal(found.kind === "reuse" && found.vpc.id, v6.Vpc!.VpcId);
+  assert.match(found.kind === "reuse" ? found.vpc.ipv6CidrBlock : "", /::\/56$/);
 
   await ec2.send(new CreateVpcCommand({ CidrBlock: "10.43.0.0/16" }));
-  await assert.rejects(findReusableVpc(ec2, "10.43.0.0/16"), /has no IPv6 CIDR block/);
+  await assert.rejects(lookup("10.43.0.0/16"), /has no IPv6 CIDR block/);
 
   await ec2.send(
     new CreateVpcCommand({ CidrBlock: "10.44.0.0/16", AmazonProvidedIpv6CidrBlock: true }),
@@ -68,13 +66,47 @@ Deno.test("setup VPC reuse [moto]: exact primary CIDR with IPv6 reused; ambiguou
   await ec2.send(
     new CreateVpcCommand({ CidrBlock: "10.44.0.0/16", AmazonProvidedIpv6CidrBlock: true }),
   );
-  await assert.rejects(findReusableVpc(ec2, "10.44.0.0/16"), /ambiguous --vpc-cidr/);
+  await assert.rejects(lookup("10.44.0.0/16"), /ambiguous --vpc-cidr/);
 
   const other = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.45.0.0/16" }));
   await ec2.send(
     new AssociateVpcCidrBlockCommand({ VpcId: other.Vpc!.VpcId, CidrBlock: "10.46.0.0/16" }),
   );
-  await assert.rejects(findReusableVpc(ec2, "10.46.0.0/16"), /secondary CIDR/);
+  await assert.rejects(lookup("10.46.0.0/16"), /secondary CIDR/);
+
+  // The VPC this cluster created: kept as its own when the state manages it, never reused;
+  // tagged for this cluster but unknown to the state: refused, naming the import.
+  const own = await ec2.send(
+    new CreateVpcCommand({
+      CidrBlock: "10.47.0.0/16",
+      AmazonProvidedIpv6CidrBlock: true,
+      TagSpecifications: [{
+        ResourceType: "vpc",
+        Tags: [{ Key: "podmin:cluster", Value: "prod" }],
+      }],
+    }),
+  );
+  assert.deepEqual(
+    await findReusableVpc(ec2, {
+      cidr: "10.47.0.0/16",
+      cluster: "prod",
+      managedVpcId: own.Vpc!.VpcId,
+    }),
+    { kind: "own", id: own.Vpc!.VpcId },
+  );
+  await assert.rejects(
+    findReusableVpc(ec2, { cidr: "10.47.0.0/16", cluster: "prod", workDir: "/w" }),
+    new RegExp(
+      `VPC ${
+        own.Vpc!.VpcId
+      } \\(10\\.47\\.0\\.0/16\\) carries podmin:cluster=prod, but the cluster's OpenTofu state does not manage it`,
+    ),
+  );
+  assert.equal(
+    (await findReusableVpc(ec2, { cidr: "10.47.0.0/16", cluster: "other" })).kind,
+    "reuse",
+    "another cluster's VPC is not this cluster's: reused",
+  );
 
   const zones = await availableZones(ec2);
   assert.ok(zones.length >= 2 && zones.every((z) => z.startsWith("us-east-1")), `${zones}`);

@@ -39,7 +39,10 @@ Deno.test("setup [moto]: --workload-ca-publish into a bucket that does not exist
       ...env,
       PODMIN_CACHE_DIR: `${tmp}/cache`,
     });
-    assert.doesNotMatch(ok.stderr, /--workload-ca-publish/);
+    assert.match(
+      ok.stderr,
+      new RegExp(`--workload-ca-publish: bucket ${existing} is in us-east-1\n`),
+    );
     assert.match(ok.stderr, /a new VPC 10\.0\.0\.0\/16 will be created/);
   } finally {
     await Deno.remove(tmp, { recursive: true });

@@ -55,7 +55,9 @@ Deno.test("VPC reuse [moto]: an existing gateway is reused, other subnets kept c
     }),
   );
 
-  const reused = (await findReusableVpc(ec2, "10.30.0.0/16"))!;
+  const found = await findReusableVpc(ec2, { cidr: "10.30.0.0/16", cluster: "reuse" });
+  assert.equal(found.kind, "reuse", "a VPC this cluster did not create is reused");
+  const reused = found.kind === "reuse" ? found.vpc : { id: "", ipv6CidrBlock: "" };
   assert.equal(reused.id, vpc.VpcId);
   const contents = await describeReusedVpc(ec2, { vpcId: reused.id, cluster: "reuse" });
   assert.equal(contents.internetGatewayId, igw.InternetGatewayId);
@@ -90,6 +92,14 @@ Deno.test("VPC reuse [moto]: an existing gateway is reused, other subnets kept c
   assert.equal(config.resource.aws_internet_gateway, undefined, "no second gateway");
   assert.equal(config.data.aws_vpc.main.id, vpc.VpcId);
   assert.equal(config.resource.aws_vpc, undefined, "the VPC is not Podmin's");
+
+  // A gateway this cluster's state manages (Podmin added it on an earlier run) stays managed.
+  const managed = await describeReusedVpc(ec2, {
+    vpcId: reused.id,
+    cluster: "reuse",
+    managedIgwId: igw.InternetGatewayId,
+  });
+  assert.equal(managed.internetGatewayId, undefined, "not turned into a data lookup");
 
   // A foreign subnet where the zone's NAT64 subnet (the VPC's last /27) would go: refused.
   await ec2.send(

@@ -4,26 +4,7 @@ import assert from "node:assert/strict";
 import { createBucket } from "../../core/store_url.ts";
 import { VMCONFIG_ASSETS } from "../../vmconfig/assets.ts";
 import { agent, nodeStateDirArgs } from "../support/programs.ts";
-
-/**
- * The unit's arguments as systemd builds them: `${VAR}` is replaced inside its word (one
- * argument); a bare `$VAR` word is split at whitespace into zero or more arguments.
- */
-function systemdArgs(line: string, env: Record<string, string>): string[] {
-  return line.split(" ").flatMap((a) => {
-    const bare = /^\$([A-Z0-9_]+)$/.exec(a);
-    if (bare) {
-      assert.ok(bare[1] in env, `unit uses ${bare[1]}, which the test must provide`);
-      return env[bare[1]].split(/\s+/).filter(Boolean);
-    }
-    return [
-      a.replace(/\$\{([A-Z0-9_]+)\}/g, (_, k: string) => {
-        assert.ok(k in env, `unit uses ${k}, which the test must provide`);
-        return env[k];
-      }),
-    ];
-  });
-}
+import { systemdArgs } from "../support/systemd_args.ts";
 
 for (
   const [what, caArgs, telemetryArgs] of [
