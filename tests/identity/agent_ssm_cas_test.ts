@@ -85,6 +85,7 @@ testWith(
       PODMIN_NODE_ADDRESS: "::1",
       PODMIN_MESH_LISTEN: `[::1]:${meshPort}`,
       PODMIN_DNS_DIR: `${tmp}/dns`,
+      PODMIN_KUBELET_VERSION: "1.36.3",
       PODMIN_AGENT_CA_ARGS: `--workload-ca-publish=s3://${far}/podmin/${cluster}.pem`,
       PODMIN_AGENT_TELEMETRY_ARGS: "",
     });
