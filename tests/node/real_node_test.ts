@@ -2,7 +2,7 @@
  * A real Podmin node, end to end: `podmin local up` renders every node file with
  * vmconfig's generators (applying only the host overrides it prints) and runs
  * a real containerd 2.1, runc, the ptp/host-local CNI plugins, a standalone
- * kubelet 1.37, CoreDNS 1.15 (all built from the Go module proxy by
+ * kubelet 1.36, CoreDNS 1.12 (the default catalogue's pins, all built from the Go module proxy by
  * tests/setup.sh) and podmin-agent against moto. Images come from `podmin push` and from
  * `podmin mirror` of a locally built pause image served by the CNCF
  * distribution registry (there is no internet here); Pods pull them through the
@@ -78,7 +78,7 @@ async function podsApiBinary(): Promise<string> {
 }
 
 testWith(
-  "real node [kubelet 1.37 + containerd 2.1 + moto]: podmin local runs a Deployment from push to Ready, values, delete, agent restart, reboot",
+  "real node [pinned kubelet 1.36 + containerd 2.1 + moto]: podmin local runs a Deployment from push to Ready, values, delete, agent restart, reboot",
   {
     root: true,
     tools: ["gcc", "skopeo", "nsenter", "unshare", "runc", "ip", "distribution-registry", "dig"],
@@ -225,7 +225,8 @@ ${d.command ? `          command: ${JSON.stringify(d.command)}\n` : ""}`,
         const kubeletConfig = await Deno.readTextFile(
           path.join(stateDir, "node/etc/podmin/kubelet/config.yaml"),
         );
-        assert.doesNotMatch(kubeletConfig, /featureGates/, "kubelet 1.37: Pods API on by default");
+        // The pinned kubelet 1.36 has the local Pods API as alpha: the generator turns its gate on.
+        assert.match(kubeletConfig, /^featureGates:\n  PodsAPI: true$/m, "kubelet 1.36: gate PodsAPI");
         // Pods resolve through the node's CoreDNS, on the DNS address up put on the loopback.
         const dnsAddress = localDnsAddress(upOptions.podPrefix);
         assert.equal((await readState(stateDir))!.dnsAddress, dnsAddress);
@@ -652,7 +653,7 @@ testWith(
     const stateDir = path.join(work, "state");
     const logs: string[] = [];
     try {
-      // Claiming cgroup v2 drops the failCgroupV1 override: kubelet 1.37 refuses this host.
+      // Claiming cgroup v2 drops the failCgroupV1 override: kubelet ≥ 1.35 refuses this host.
       await assert.rejects(
         localUp({
           stateDir,

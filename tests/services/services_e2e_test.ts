@@ -1,7 +1,7 @@
 /**
  * A Service end to end across two nodes (issue 14): `podmin apply` to a client Pod's connect().
  *
- * Node A is `podmin local` in this machine's network namespace: a real kubelet 1.37 + containerd
+ * Node A is `podmin local` in this machine's network namespace: a real kubelet 1.36 + containerd
  * 2.1 (built from the Go module proxy by tests/setup.sh) runs the backend Pod, and its agent joins
  * the endpoint mesh on a veth address. Node B is a network namespace joined to node A by a veth
  * pair (the "VPC"): its own podmin-agent (the mesh, the DNS zone, the eBPF dataplane), real
