@@ -18,6 +18,7 @@ declare -A debs=(
   [runc]=runc
   [htpasswd]=apache2-utils
   [shellcheck]=shellcheck
+  [strace]=strace
   [bats]=bats
   [nft]=nftables
   [ip]=iproute2

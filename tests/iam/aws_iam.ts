@@ -97,17 +97,17 @@ export interface RoleCredentials {
 }
 
 /**
- * Creates a role with `policy` inline that the account may assume, and assumes it (as EC2 does
- * for an instance profile). Call while IAM is not enforced.
+ * Creates a role with `policy` inline that the account (or `principal`, an ARN) may assume, and
+ * assumes it (as EC2 does for an instance profile). Call while IAM is not enforced.
  */
 export async function assumedRole(
-  o: { endpoint: string; role: string; policy: string },
+  o: { endpoint: string; role: string; policy: string; principal?: string },
 ): Promise<RoleCredentials> {
   const trust = JSON.stringify({
     Version: "2012-10-17",
     Statement: [{
       Effect: "Allow",
-      Principal: { AWS: `arn:aws:iam::${MOTO_ACCOUNT}:root` },
+      Principal: { AWS: o.principal ?? `arn:aws:iam::${MOTO_ACCOUNT}:root` },
       Action: "sts:AssumeRole",
     }],
   });

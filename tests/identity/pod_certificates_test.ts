@@ -1,8 +1,9 @@
 /**
  * Pod certificates end to end against real peers: openssl verifies what the agent issues and
  * completes mutual TLS between two Pods' identities; renewal, trust-bundle updates, outages and a
- * tampered CA state are driven with a controllable clock; the agent process leaves no private key
- * outside tmpfs.
+ * tampered CA state are driven with a controllable clock; the agent process (traced by strace,
+ * with HOME, TMPDIR and its working directory in the scanned tree) leaves no private key outside
+ * tmpfs.
  */
 
 import { workerDeployment } from "../support/fixtures.ts";
@@ -25,7 +26,6 @@ import {
 import { createFsBucket, FsStore } from "../../core/fs_store.ts";
 import { silentLogger } from "../../core/log.ts";
 import { type Deployment, parseResource, type Service } from "../../core/resources.ts";
-import { agent } from "../support/programs.ts";
 import { mutualTls, run } from "../support/openssl_tls.ts";
 import { testWith } from "../support/requirements.ts";
 import { caEntry, writeCaState } from "../support/workload_ca.ts";
@@ -39,8 +39,13 @@ function tlsFiles(dir: string) {
   };
 }
 
-const T0 = new Date("2026-12-01T00:00:00Z");
 const HOUR = 3600_000;
+/**
+ * When the test CAs start: an hour ago. The agent process and the deployments loop issue on the
+ * real clock, so the CA must be valid now (a fixed date would stop working once its year ran
+ * out); the renewal tests drive their own clock from here.
+ */
+const T0 = new Date(Date.now() - HOUR);
 
 function deployment(name: string, labels: Record<string, string> = {}): Deployment {
   return workerDeployment(name, { labels: { app: name, ...labels } });
@@ -316,14 +321,50 @@ Deno.test("Pod certificates: a CA state with a certificate not made for the key 
   assert.ok(r.ready.has("default/web"));
 });
 
+/** Where `needle` first occurs in `bytes` at or after `from`, or -1. */
+function indexOfBytes(bytes: Uint8Array, needle: number[], from = 0): number {
+  outer: for (let i = bytes.indexOf(needle[0], from); i >= 0; i = bytes.indexOf(needle[0], i + 1)) {
+    if (i + needle.length > bytes.length) return -1;
+    for (let j = 1; j < needle.length; j++) if (bytes[i + j] !== needle[j]) continue outer;
+    return i;
+  }
+  return -1;
+}
+
+/** DER prefix of a PKCS#8 P-256 private key: version 0, algorithm id-ecPublicKey + prime256v1. */
+const PKCS8_P256 = [
+  0x02,
+  0x01,
+  0x00,
+  0x30,
+  0x13,
+  0x06,
+  0x07,
+  0x2a,
+  0x86,
+  0x48,
+  0xce,
+  0x3d,
+  0x02,
+  0x01,
+  0x06,
+  0x08,
+  0x2a,
+  0x86,
+  0x48,
+  0xce,
+  0x3d,
+  0x03,
+  0x01,
+  0x07,
+];
+/** DER of a SEC1 ECPrivateKey's start: version 1, then a 32-byte OCTET STRING (the key). */
+const SEC1_P256 = [0x02, 0x01, 0x01, 0x04, 0x20];
+
 /** True when `bytes` hold a PEM private key or a DER PKCS#8 / SEC1 P-256 private key. */
 function holdsPrivateKey(bytes: Uint8Array): boolean {
-  const text = new TextDecoder("latin1").decode(bytes);
-  if (/PRIVATE KEY-----/.test(text)) return true;
-  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  // PKCS#8 prefix of a P-256 key, and SEC1 ECPrivateKey version 1 + 32-byte key.
-  return hex.includes("020100301306072a8648ce3d020106082a8648ce3d030107") ||
-    hex.includes("020101042");
+  if (indexOfBytes(bytes, [...new TextEncoder().encode("PRIVATE KEY-----")]) >= 0) return true;
+  return indexOfBytes(bytes, PKCS8_P256) >= 0 || indexOfBytes(bytes, SEC1_P256) >= 0;
 }
 
 async function* files(dir: string): AsyncGenerator<string> {
@@ -334,42 +375,147 @@ async function* files(dir: string): AsyncGenerator<string> {
   }
 }
 
-Deno.test("no private key outside tmpfs: the agent process writes keys only under its tmpfs directories", async () => {
-  await using n = await node();
-  await writeCaState(n.store, [
-    await caEntry({ keys: n.keys, role: "active", name: "ca 1", from: T0 }),
-  ]);
-  await applyResources({ store: n.store, resources: [deployment("web"), service] });
-  const out = await agent([
-    "run",
-    "--once",
-    "--bucket",
-    `file://${path.join(n.disk, "bucket")}`,
-    "--cluster",
-    "test",
-    "--nodegroup",
-    "workers",
-    "--workload-ca-key",
-    `file:${n.keyFile}`,
-    "--manifest-dir",
-    path.join(n.disk, "manifests"),
-    "--state-dir",
-    path.join(n.disk, "state"),
-    "--secrets-dir",
-    path.join(n.shm, "secrets"),
-    "--tls-dir",
-    n.tlsDir,
-  ]);
-  assert.equal(out.code, 0, out.stderr);
-  // The certificate directory does hold a key (the scan can find one)...
-  assert.ok(
-    holdsPrivateKey(await Deno.readFile(path.join(n.tlsDir, "default_web", TLS_FILES.key))),
-  );
-  // ...and nothing on disk does: manifests, status, the bucket (CA state included).
-  let scanned = 0;
-  for await (const f of files(n.disk)) {
-    scanned++;
-    assert.ok(!holdsPrivateKey(await Deno.readFile(f)), `${f} holds a private key`);
+/** Deno's cache directory (compiled modules): the runtime's writes, not the agent's. */
+async function denoDir(): Promise<string> {
+  const out = await new Deno.Command(Deno.execPath(), { args: ["info", "--json"], stdout: "piped" })
+    .output();
+  return JSON.parse(new TextDecoder().decode(out.stdout)).denoDir;
+}
+
+/**
+ * The paths a traced process opened for writing, created, renamed to or linked to, from an
+ * `strace -ff -y` log of one process (paths resolved against the working directory `cwd`).
+ */
+function writtenPaths(trace: string, cwd: string): Set<string> {
+  const out = new Set<string>();
+  const resolve = (dirFd: string | undefined, p: string) =>
+    path.isAbsolute(p)
+      ? p
+      : path.join(dirFd && dirFd !== "AT_FDCWD" ? /<(.*)>/.exec(dirFd)?.[1] ?? cwd : cwd, p);
+  for (const line of trace.split("\n")) {
+    if (/= -1 /.test(line)) continue;
+    let m = /\b(?:open|creat)\("((?:[^"\\]|\\.)*)", ([^,)]*)/.exec(line);
+    if (m && (/O_WRONLY|O_RDWR|O_CREAT|O_TRUNC/.test(m[2]) || line.includes("creat("))) {
+      out.add(resolve(undefined, m[1]));
+      continue;
+    }
+    m = /\bopenat2?\(([^,]+), "((?:[^"\\]|\\.)*)", ([^,)]*)/.exec(line);
+    if (m && /O_WRONLY|O_RDWR|O_CREAT|O_TRUNC/.test(m[3])) {
+      out.add(resolve(m[1], m[2]));
+      continue;
+    }
+    m = /\b(?:rename|link|symlink)\("(?:[^"\\]|\\.)*", "((?:[^"\\]|\\.)*)"/.exec(line);
+    if (m) {
+      out.add(resolve(undefined, m[1]));
+      continue;
+    }
+    m = /\b(?:renameat2?|linkat)\([^,]+, "(?:[^"\\]|\\.)*", ([^,]+), "((?:[^"\\]|\\.)*)"/.exec(
+      line,
+    );
+    if (m) out.add(resolve(m[1], m[2]));
   }
-  assert.ok(scanned >= 5, `scanned only ${scanned} files`);
-});
+  return out;
+}
+
+testWith(
+  "no private key outside tmpfs: every file the agent process writes, wherever HOME, TMPDIR and its working directory point, is on tmpfs or holds no key",
+  { tools: ["strace"] },
+  async () => {
+    await using n = await node();
+    await writeCaState(n.store, [
+      await caEntry({ keys: n.keys, role: "active", name: "ca 1", from: T0 }),
+    ]);
+    await applyResources({ store: n.store, resources: [deployment("web"), service] });
+    // Whatever the agent would write to its home, its temporary directory or its working
+    // directory lands in the scanned tree; strace records every file it writes anywhere.
+    const home = path.join(n.disk, "home");
+    const tmp = path.join(n.disk, "tmp");
+    const cwd = path.join(n.disk, "cwd");
+    for (const d of [home, tmp, cwd]) await Deno.mkdir(d);
+    // One log per process (-ff): no call is split across lines by another's.
+    const traces = await Deno.makeTempDir({ dir: n.shm, prefix: "strace-" });
+    const root = new URL("../../", import.meta.url).pathname;
+    const cache = await denoDir();
+    // The runtime's own writes: Deno's module cache and the npm packages' lock files.
+    const runtime = [cache, path.join(root, "node_modules")];
+    const out = await new Deno.Command("strace", {
+      args: [
+        "-ff",
+        "-qq",
+        "-y",
+        "-s",
+        "4096",
+        "-e",
+        "trace=open,openat,openat2,creat,rename,renameat,renameat2,link,linkat,symlink",
+        "-o",
+        path.join(traces, "trace"),
+        Deno.execPath(),
+        "run",
+        "--allow-all",
+        "--config",
+        path.join(root, "deno.json"),
+        path.join(root, "agent/main.ts"),
+        "run",
+        "--once",
+        "--bucket",
+        `file://${path.join(n.disk, "bucket")}`,
+        "--cluster",
+        "test",
+        "--nodegroup",
+        "workers",
+        "--workload-ca-key",
+        `file:${n.keyFile}`,
+        "--manifest-dir",
+        path.join(n.disk, "manifests"),
+        "--state-dir",
+        path.join(n.disk, "state"),
+        "--secrets-dir",
+        path.join(n.shm, "secrets"),
+        "--tls-dir",
+        n.tlsDir,
+      ],
+      cwd,
+      env: { HOME: home, TMPDIR: tmp, DENO_DIR: cache }, // the cache: no recompiling
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 0, stderr);
+    // The certificate directory does hold a key (the scan can find one)...
+    assert.ok(
+      holdsPrivateKey(await Deno.readFile(path.join(n.tlsDir, "default_web", TLS_FILES.key))),
+    );
+
+    // ...every file written is on tmpfs, in the scanned tree or the runtime's caches...
+    const written = new Set<string>();
+    for await (const log of files(traces)) {
+      for (const p of writtenPaths(await Deno.readTextFile(log), cwd)) written.add(p);
+    }
+    const inside = (p: string, dir: string) => p === dir || p.startsWith(`${dir}/`);
+    const tmpfs = [...written].filter((p) => inside(p, n.shm));
+    assert.ok(
+      tmpfs.some((p) => inside(p, n.tlsDir)),
+      `the trace shows the certificate writes: ${[...written].join(", ")}`,
+    );
+    const elsewhere = [...written].filter((p) =>
+      !inside(p, n.shm) && !inside(p, n.disk) && !inside(p, "/dev") &&
+      !runtime.some((r) => inside(p, r))
+    );
+    assert.deepEqual(elsewhere, [], "files written outside tmpfs and the scanned tree");
+
+    // ...and none of those outside tmpfs holds a key: the scanned tree (manifests, status, the
+    // bucket with its CA state, HOME, TMPDIR, the working directory) and the runtime's files.
+    let scanned = 0;
+    for await (const f of files(n.disk)) {
+      scanned++;
+      assert.ok(!holdsPrivateKey(await Deno.readFile(f)), `${f} holds a private key`);
+    }
+    assert.ok(scanned >= 5, `scanned only ${scanned} files`);
+    for (const f of written) {
+      if (!runtime.some((r) => inside(f, r))) continue;
+      const bytes = await Deno.readFile(f).catch(() => undefined); // a temporary file renamed
+      assert.ok(!bytes || !holdsPrivateKey(bytes), `${f} holds a private key`);
+    }
+  },
+);

@@ -1,19 +1,34 @@
 /**
  * The endpoint mesh on loopback against moto (issue 14, item 3): agents elect one coordinator
  * through the bucket, converge to one complete snapshot, a change costs O(N) messages (counted and
- * printed), a killed coordinator is replaced within its lease, and a peer with a foreign CA, an
- * expired certificate or TLS 1.2 is refused.
+ * printed), a killed coordinator is replaced within its lease, and the coordinator refuses a member
+ * whose client certificate is of a foreign CA, absent or expired, one reporting under another
+ * node's id, and TLS 1.2.
  */
 
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import * as tls from "node:tls";
+import * as grpc from "@grpc/grpc-js";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";
-import { readCoordinatorRecord } from "../../agent/mesh/coordinator_record.ts";
-import { MeshMember } from "../../agent/mesh/member.ts";
-import { type ClusterCa, issueNodeTls, parseClusterCa } from "../../agent/mesh/node_tls.ts";
+import {
+  type CoordinatorRecord,
+  readCoordinatorRecord,
+} from "../../agent/mesh/coordinator_record.ts";
+import {
+  type MemberStream,
+  MESH_CHANNEL_OPTIONS,
+  MeshClient,
+} from "../../agent/mesh/mesh_service.ts";
+import {
+  clientCredentials,
+  type ClusterCa,
+  issueNodeTls,
+  type NodeTls,
+  parseClusterCa,
+} from "../../agent/mesh/node_tls.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
-import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
+import type { ClusterSnapshot, NodeReport } from "../../core/endpoint_snapshot.ts";
 import { silentLogger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { openStore } from "../../core/store_url.ts";
@@ -166,63 +181,151 @@ Deno.test("mesh [moto]: 50 agents converge to one snapshot; O(N) messages per ch
   }
 });
 
-Deno.test("mesh [moto]: a foreign CA, an expired certificate and TLS 1.2 are refused", async () => {
+/**
+ * What the coordinator does with one member stream opened over `credentials` that sends `report`:
+ * "snapshot" when it answers with one, else "refused: <status details>". Waits for that event
+ * (a stream that sees neither within `ms` is a failure of its own, never a refusal).
+ */
+function exchange(o: {
+  record: CoordinatorRecord;
+  credentials: grpc.ChannelCredentials;
+  report: NodeReport;
+  ms?: number;
+}): Promise<string> {
+  const client = new MeshClient(o.record.endpoint, o.credentials, {
+    ...MESH_CHANNEL_OPTIONS,
+    "grpc.ssl_target_name_override": o.record.serverName,
+    "grpc.default_authority": o.record.serverName,
+  });
+  const stream = (client as unknown as { exchange(): MemberStream }).exchange();
+  return new Promise<string>((resolve) => {
+    const timer = setTimeout(
+      () => resolve(`no answer within ${o.ms ?? 20_000} ms`),
+      o.ms ?? 20_000,
+    );
+    const done = (outcome: string) => {
+      clearTimeout(timer);
+      resolve(outcome);
+    };
+    stream.on("data", () => done("snapshot"));
+    stream.on("error", (err: grpc.ServiceError) => done(`refused: ${err.details}`));
+    stream.on("end", () => done("refused: the coordinator ended the stream"));
+    stream.write(o.report);
+  }).finally(() => {
+    stream.cancel();
+    client.close();
+  });
+}
+
+Deno.test("mesh [moto]: the coordinator refuses client certificates of a foreign CA, none, an expired one, a report under another node's id, and TLS 1.2", async () => {
   const m = await moto();
   const bucket = await m.createBucket();
   const store = openStore(`s3://${bucket}`);
   const ca = await clusterCa("podmin cluster CA test");
   const a = node({ store, ca, id: "node-a", leaseMs: 3_000 });
-  const intruders: MeshMember[] = [];
   try {
     await a.mesh.start();
     a.mesh.member.setEndpoints({ "default/web": [ip(0)] });
     await until("the coordinator's own snapshot", () => !!a.mesh.member.snapshot);
+    const record = (await readCoordinatorRecord(store))!;
+    const coordinator = a.mesh.coordinator!;
+    const report = (nodeId: string, service: string): NodeReport => ({
+      nodeId,
+      nodeGroup: "workers",
+      seq: 1,
+      endpoints: { [service]: [ip(9)] },
+    });
+    const issue = (o: { ca: ClusterCa; nodeId: string; now?: Date; lifetimeMs?: number }) =>
+      issueNodeTls({ ...o, cluster: "test", nodeGroup: "workers" });
+    /** Every client below trusts the cluster CA: the server's certificate always passes. */
+    const presenting = (client: NodeTls) => clientCredentials({ ...client, caPem: ca.pem });
 
-    const member = (tlsOf: () => Promise<Awaited<ReturnType<typeof issueNodeTls>>>) => {
-      const seen: ClusterSnapshot[] = [];
-      return tlsOf().then((t) => {
-        const mm = new MeshMember({
-          nodeId: "node-x",
-          nodeGroup: "workers",
-          tls: () => t,
-          coordinator: () => readCoordinatorRecord(store),
-          onSnapshot: (s) => seen.push(s),
-          heartbeatMs: 500,
-          log: silentLogger,
-        });
-        intruders.push(mm);
-        mm.start();
-        mm.setEndpoints({ "default/evil": [ip(9)] });
-        return { mm, seen };
-      });
-    };
+    // The control: a node certificate of the cluster CA, reporting under its own id, is served
+    // by this very harness (so a refusal below is the coordinator's, not the client's).
+    const valid = await issue({ ca, nodeId: "node-v" });
+    assert.equal(
+      await exchange({
+        record,
+        credentials: presenting(valid),
+        report: report("node-v", "default/ok"),
+      }),
+      "snapshot",
+    );
+    await until(
+      "the control's endpoints in the snapshot",
+      () => coordinator.snapshot.endpoints["default/ok"]?.length === 1,
+    );
+
+    const reportsBefore = coordinator.counters.reportsIn;
+    // Refused at the TLS handshake (spec §7.9: a client certificate of the cluster CA required):
+    // the call never reaches the service, whose own check would say "no cluster node certificate".
+    const atHandshake = /^refused: No connection established\./;
+    // A client certificate of another CA (same CA name, same node URI and DNS name).
     const foreignCa = await clusterCa("podmin cluster CA test");
-    const foreign = await member(() =>
-      issueNodeTls({ ca: foreignCa, cluster: "test", nodeGroup: "workers", nodeId: "node-x" })
+    const foreign = await exchange({
+      record,
+      credentials: presenting(await issue({ ca: foreignCa, nodeId: "node-x" })),
+      report: report("node-x", "default/evil"),
+    });
+    assert.match(foreign, atHandshake, `a foreign CA's client certificate: ${foreign}`);
+
+    // No client certificate at all.
+    const anonymous = await exchange({
+      record,
+      credentials: grpc.credentials.createSsl(Buffer.from(ca.pem)),
+      report: report("node-x", "default/evil"),
+    });
+    assert.match(anonymous, atHandshake, `no client certificate: ${anonymous}`);
+
+    // A certificate of the cluster CA, issued already expired (it ended two hours ago).
+    const expired = await exchange({
+      record,
+      credentials: presenting(
+        await issue({
+          ca,
+          nodeId: "node-x",
+          now: new Date(Date.now() - 3 * 3600_000),
+          lifetimeMs: 3600_000,
+        }),
+      ),
+      report: report("node-x", "default/evil"),
+    });
+    assert.match(expired, atHandshake, `an expired client certificate: ${expired}`);
+    console.log(`mesh: foreign CA → ${foreign}; none → ${anonymous}; expired → ${expired}`);
+    assert.equal(
+      coordinator.counters.reportsIn,
+      reportsBefore,
+      "the coordinator took a report over a refused certificate",
     );
-    const expired = await member(() =>
-      issueNodeTls({
-        ca,
-        cluster: "test",
-        nodeGroup: "workers",
-        nodeId: "node-x",
-        now: new Date(Date.now() - 3 * 3600_000),
-        lifetimeMs: 3600_000,
-      })
+
+    // A valid node certificate (node-y) carrying a report under another node's id (node-a, the
+    // coordinator's own): refused by the coordinator, which says why.
+    const y = await issue({ ca, nodeId: "node-y" });
+    const impostor = await exchange({
+      record,
+      credentials: presenting(y),
+      report: { ...report("node-a", "default/evil"), endpoints: { "default/web": [ip(9)] } },
+    });
+    assert.equal(impostor, "refused: report for node-a on node-y's connection");
+
+    // Nothing of the intruders reached the snapshot; node-a's endpoints are its own. Checked once
+    // a later change of the control's is in it (any report taken before would be too).
+    assert.equal(
+      await exchange({
+        record,
+        credentials: presenting(valid),
+        report: { ...report("node-v", "default/later"), seq: 2 },
+      }),
+      "snapshot",
     );
-    await new Promise((r) => setTimeout(r, 3_000));
-    assert.deepEqual(foreign.seen, [], "a foreign CA's node got a snapshot");
-    assert.deepEqual(expired.seen, [], "an expired certificate got a snapshot");
-    assert.ok(foreign.mm.state.lastError, "the foreign member says why");
-    assert.equal(a.mesh.coordinator!.snapshot.endpoints["default/evil"], undefined);
+    await until(
+      "the control's later change in the snapshot",
+      () => coordinator.snapshot.endpoints["default/later"]?.length === 1,
+    );
+    assert.equal(coordinator.snapshot.endpoints["default/evil"], undefined);
+    assert.deepEqual(coordinator.snapshot.endpoints["default/web"], [ip(0)]);
 
     // TLS 1.2 with a valid client certificate: refused at the handshake (TLS 1.3 connects).
-    const valid = await issueNodeTls({
-      ca,
-      cluster: "test",
-      nodeGroup: "workers",
-      nodeId: "node-y",
-    });
     const handshake = (maxVersion: "TLSv1.2" | "TLSv1.3") =>
       new Promise<string>((resolve) => {
         const socket = tls.connect({
@@ -245,7 +348,6 @@ Deno.test("mesh [moto]: a foreign CA, an expired certificate and TLS 1.2 are ref
     const old = await handshake("TLSv1.2");
     assert.match(old, /^refused/, old);
   } finally {
-    for (const mm of intruders) mm.stop();
     a.mesh.member.stop();
     await a.mesh.stop();
   }

@@ -1,6 +1,8 @@
 /**
  * Where the agent's own AWS client finds credentials (core/aws_credentials.ts), each source
- * checked by a signed S3 request that moto answers: the environment, a shared credentials file's
+ * checked by a signed S3 request that a moto with IAM enforced answers (it recomputes every
+ * signature and checks the session token: a wrong one is refused), with the keys of an IAM user
+ * or of an assumed role created in that moto: the environment, a shared credentials file's
  * profile, a config file's `[profile NAME]`, a `credential_process` profile, an assumed-role
  * profile through the AWS SDK's chain (moto's STS; only where the program registered the SDK,
  * as the CLI does), and the instance role through IMDSv2 — the emulator of the vmconfig tests,
@@ -14,8 +16,15 @@ import { credentialChain, imdsEndpoint, NoCredentialsError } from "../../core/aw
 import { registerSdkCredentials, sdkCredentialProvider } from "../../core/aws_sdk_fallback.ts";
 import { PermanentStoreError } from "../../core/errors.ts";
 import { S3Store } from "../../core/s3_store.ts";
-import { moto } from "../support/moto.ts";
-import { ROLE_TOKEN, startImds } from "../vmconfig/imds_emulator.ts";
+import { type DedicatedMoto, dedicatedMoto } from "../support/moto.ts";
+import {
+  assumedRole,
+  MOTO_ACCOUNT,
+  type RoleCredentials,
+  type UserKeys,
+  userWithPolicy,
+} from "../iam/aws_iam.ts";
+import { startImds } from "../vmconfig/imds_emulator.ts";
 
 type Env = Record<string, string>;
 
@@ -24,11 +33,47 @@ function chainOf(vars: Env) {
   return credentialChain((n) => vars[n]);
 }
 
-/** A signed PUT + GET through `S3Store` with the chain's credentials. */
+/** This file's moto, IAM enforced: a bucket, an IAM user's keys and an assumed role's. */
+interface Enforcing {
+  m: DedicatedMoto;
+  bucket: string;
+  user: UserKeys;
+  role: RoleCredentials;
+}
+
+let enforcing: Promise<Enforcing> | undefined;
+
+/**
+ * Starts this file's moto once: the bucket, a user allowed S3 and `sts:AssumeRole`, and the role
+ * `podmin-operator` (the assumed-role profile's) assumed once, all before IAM is enforced.
+ */
+function enforcingMoto(): Promise<Enforcing> {
+  enforcing ??= (async () => {
+    const m = await dedicatedMoto();
+    const bucket = await m.createBucket();
+    const policy = JSON.stringify({
+      Version: "2012-10-17",
+      Statement: [{ Effect: "Allow", Action: ["s3:*", "sts:AssumeRole"], Resource: "*" }],
+    });
+    const user = await userWithPolicy({ endpoint: m.endpoint, user: "podmin-creds", policy });
+    // The user may assume the role (its trust policy names the user: moto, enforcing, checks it).
+    const role = await assumedRole({
+      endpoint: m.endpoint,
+      role: "podmin-operator",
+      policy,
+      principal: `arn:aws:iam::${MOTO_ACCOUNT}:user/podmin-creds`,
+    });
+    await m.enforceIam(true);
+    return { m, bucket, user, role };
+  })();
+  return enforcing;
+}
+
+let keys = 0;
+
+/** A signed PUT + GET through `S3Store` with the chain's credentials, on the enforcing moto. */
 async function roundTrip(vars: Env): Promise<string> {
-  const m = await moto();
-  await m.reset();
-  const bucket = await m.createBucket();
+  const { m, bucket } = await enforcingMoto();
   const store = new S3Store({
     bucket,
     region: "us-east-1",
@@ -36,10 +81,16 @@ async function roundTrip(vars: Env): Promise<string> {
     credentials: chainOf(vars),
     retry: { attempts: 1, baseMs: 1, maxMs: 1 },
   });
-  await store.put("k", new TextEncoder().encode("signed"));
-  const r = await store.get("k");
+  const key = `k${keys++}`;
+  await store.put(key, new TextEncoder().encode("signed"));
+  const r = await store.get(key);
   assert.ok(!r.notModified);
   return new TextDecoder().decode(r.body);
+}
+
+/** The same secret with its first character changed (never equal to it). */
+function otherSecret(secret: string): string {
+  return `${secret.startsWith("x") ? "y" : "x"}${secret.slice(1)}`;
 }
 
 async function withHome<T>(files: Record<string, string>, f: (home: string) => Promise<T>) {
@@ -57,6 +108,38 @@ async function withHome<T>(files: Record<string, string>, f: (home: string) => P
 
 const NO_IMDS = { AWS_EC2_METADATA_DISABLED: "true" };
 
+Deno.test("credentials [moto, IAM enforced]: the enforcing moto refuses a wrong secret, a wrong session token and an unknown key", async () => {
+  const { user, role } = await enforcingMoto();
+  const env = { ...NO_IMDS, AWS_ACCESS_KEY_ID: user.AWS_ACCESS_KEY_ID };
+  for (
+    const [vars, why] of [
+      [
+        { ...env, AWS_SECRET_ACCESS_KEY: otherSecret(user.AWS_SECRET_ACCESS_KEY) },
+        /SignatureDoesNotMatch/,
+      ],
+      [{
+        ...NO_IMDS,
+        AWS_ACCESS_KEY_ID: role.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: role.secretAccessKey,
+        AWS_SESSION_TOKEN: `${role.sessionToken}x`,
+      }, /InvalidToken/],
+      [
+        { ...NO_IMDS, AWS_ACCESS_KEY_ID: "AKIDUNKNOWN", AWS_SECRET_ACCESS_KEY: "x" },
+        /InvalidAccessKeyId/,
+      ],
+    ] as const
+  ) {
+    const err = await roundTrip(vars).then(() => undefined, (e) => e);
+    assert.ok(err instanceof PermanentStoreError, `${JSON.stringify(vars)}: ${err}`);
+    assert.match(err.message, why);
+  }
+  // The right ones pass.
+  assert.equal(
+    await roundTrip({ ...env, AWS_SECRET_ACCESS_KEY: user.AWS_SECRET_ACCESS_KEY }),
+    "signed",
+  );
+});
+
 Deno.test("credentials: the environment comes first, session token included", async () => {
   const c = await chainOf({
     ...NO_IMDS,
@@ -69,37 +152,51 @@ Deno.test("credentials: the environment comes first, session token included", as
     secretAccessKey: "env-secret",
     sessionToken: "env-token",
   });
+  const { user, role } = await enforcingMoto();
+  assert.equal(await roundTrip({ ...NO_IMDS, ...user }), "signed");
   assert.equal(
-    await roundTrip({ ...NO_IMDS, AWS_ACCESS_KEY_ID: "a", AWS_SECRET_ACCESS_KEY: "b" }),
+    await roundTrip({
+      ...NO_IMDS,
+      AWS_ACCESS_KEY_ID: role.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: role.secretAccessKey,
+      AWS_SESSION_TOKEN: role.sessionToken,
+    }),
     "signed",
   );
 });
 
 Deno.test("credentials: AWS_PROFILE picks its section of the shared credentials file", async () => {
+  const { user } = await enforcingMoto();
   await withHome({
     credentials: "[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = d\n\n" +
-      "# a comment\n[ci]\naws_access_key_id=AKIDCI ; trailing comment\naws_secret_access_key=s\n",
+      `# a comment\n[ci]\naws_access_key_id=${user.AWS_ACCESS_KEY_ID} ; trailing comment\n` +
+      `aws_secret_access_key=${user.AWS_SECRET_ACCESS_KEY}\n`,
   }, async (home) => {
     const vars = { ...NO_IMDS, HOME: home, AWS_PROFILE: "ci" };
     const c = await chainOf(vars)();
-    assert.equal(c.accessKeyId, "AKIDCI");
-    assert.equal(c.secretAccessKey, "s");
+    assert.equal(c.accessKeyId, user.AWS_ACCESS_KEY_ID);
+    assert.equal(c.secretAccessKey, user.AWS_SECRET_ACCESS_KEY);
     assert.equal((await chainOf({ ...NO_IMDS, HOME: home })()).accessKeyId, "AKIDDEFAULT");
     assert.equal(await roundTrip(vars), "signed");
   });
 });
 
 Deno.test("credentials: keys in the config file's [profile NAME] section are found", async () => {
+  const { user } = await enforcingMoto();
   await withHome({
-    config: "[profile ops]\nregion = us-east-1\naws_access_key_id = AKIDCONFIG\n" +
-      "aws_secret_access_key = c\n",
+    config: `[profile ops]\nregion = us-east-1\naws_access_key_id = ${user.AWS_ACCESS_KEY_ID}\n` +
+      `aws_secret_access_key = ${user.AWS_SECRET_ACCESS_KEY}\n`,
   }, async (home) => {
-    const c = await chainOf({ ...NO_IMDS, HOME: home, AWS_PROFILE: "ops" })();
-    assert.equal(c.accessKeyId, "AKIDCONFIG");
+    const vars = { ...NO_IMDS, HOME: home, AWS_PROFILE: "ops" };
+    const c = await chainOf(vars)();
+    assert.equal(c.accessKeyId, user.AWS_ACCESS_KEY_ID);
+    assert.equal(await roundTrip(vars), "signed");
   });
 });
 
 Deno.test("credentials: a credential_process profile is run, its answer checked and reused until it expires", async () => {
+  // It answers an assumed role's temporary keys: moto checks the session token it passes on.
+  const { role } = await enforcingMoto();
   await withHome({}, async (home) => {
     const script = path.join(home, "creds.sh");
     const runs = path.join(home, "runs");
@@ -109,8 +206,15 @@ Deno.test("credentials: a credential_process profile is run, its answer checked 
       `#!/bin/sh
 echo run >> ${runs}
 ` +
-        `echo '{"Version":1,"AccessKeyId":"AKIDPROC","SecretAccessKey":"p",` +
-        `"SessionToken":"proc-token","Expiration":"${expiry}"}'
+        `echo '${
+          JSON.stringify({
+            Version: 1,
+            AccessKeyId: role.accessKeyId,
+            SecretAccessKey: role.secretAccessKey,
+            SessionToken: role.sessionToken,
+            Expiration: expiry,
+          })
+        }'
 `,
     );
     await Deno.chmod(script, 0o755);
@@ -131,8 +235,8 @@ credential_process = echo '{"Version":2}'
     const vars = { ...NO_IMDS, HOME: home, AWS_PROFILE: "proc" };
     const chain = chainOf(vars);
     const c = await chain();
-    assert.equal(c.accessKeyId, "AKIDPROC");
-    assert.equal(c.sessionToken, "proc-token");
+    assert.equal(c.accessKeyId, role.accessKeyId);
+    assert.equal(c.sessionToken, role.sessionToken);
     assert.equal(c.expiration?.toISOString(), expiry);
     await chain();
     assert.equal((await Deno.readTextFile(runs)).trim().split("\n").length, 1, "run once");
@@ -163,9 +267,11 @@ async function withProcessEnv<T>(vars: Record<string, string | undefined>, f: ()
 }
 
 Deno.test("credentials: an assumed-role profile goes to the AWS SDK's chain where the program registered it (the CLI), and is refused with a way out where not (the agent)", async () => {
-  const m = await moto();
+  const { m, user } = await enforcingMoto();
   await withHome({
-    config: "[profile base]\naws_access_key_id = base\naws_secret_access_key = base\n\n" +
+    // The source profile holds the IAM user's keys: the SDK's AssumeRole is signed with them.
+    config: `[profile base]\naws_access_key_id = ${user.AWS_ACCESS_KEY_ID}\n` +
+      `aws_secret_access_key = ${user.AWS_SECRET_ACCESS_KEY}\n\n` +
       "[profile assumer]\nrole_arn = arn:aws:iam::123456789012:role/podmin-operator\n" +
       "source_profile = base\nregion = us-east-1\n",
   }, async (home) => {
@@ -203,14 +309,20 @@ Deno.test("credentials: an assumed-role profile goes to the AWS SDK's chain wher
 });
 
 Deno.test("credentials: the instance role through IMDSv2, fetched once and then reused", async () => {
-  const imds = startImds({ instanceId: "i-0abc", availabilityZone: "us-east-1a", enis: [] });
+  const { role } = await enforcingMoto();
+  const imds = startImds({
+    instanceId: "i-0abc",
+    availabilityZone: "us-east-1a",
+    enis: [],
+    roleCredentials: role,
+  });
   try {
     await withHome({}, async (home) => {
       const vars = { HOME: home, AWS_EC2_METADATA_SERVICE_ENDPOINT: imds.endpoint };
       const chain = chainOf(vars);
       const c = await chain();
-      assert.equal(c.accessKeyId, "testing");
-      assert.equal(c.sessionToken, ROLE_TOKEN);
+      assert.equal(c.accessKeyId, role.accessKeyId);
+      assert.equal(c.sessionToken, role.sessionToken);
       assert.ok(c.expiration && c.expiration.getTime() > Date.now() + 3600_000);
       assert.deepEqual(imds.requests, [
         "PUT /latest/api/token",

@@ -1,9 +1,10 @@
 /**
  * A small IMDSv2 emulator for vmconfig's boot tests, on 127.0.0.1: session tokens (PUT
  * /latest/api/token; GETs without the token get 401), instance identity, the instance role's
- * credentials (`testing`/`testing`), instance tags (`meta-data/tags/instance/<key>`) and per-ENI
- * network metadata (device number, ENI id, IPv6 addresses and prefix, private IPv4 addresses, the
- * subnet's IPv4 CIDR block, the VPC's IPv6 CIDR blocks). It also answers the EC2 calls bootstrap
+ * credentials (`testing`/`testing` unless given), instance tags
+ * (`meta-data/tags/instance/<key>`) and per-ENI network metadata (device number, ENI id, IPv6
+ * addresses and prefix, private IPv4 addresses, the subnet's IPv4 CIDR block, the VPC's IPv6 CIDR
+ * blocks). It also answers the EC2 calls bootstrap
  * makes (POST /, which moto does not model here): `AssignIpv6Addresses` with
  * `Ipv6PrefixCount=1`, after which the prefix appears in the ENI's metadata, and
  * `AttachNetworkInterface`, after which an attachable ENI appears in the metadata with the
@@ -42,6 +43,11 @@ export interface ImdsOptions {
   instanceId: string;
   availabilityZone: string;
   roleName?: string;
+  /**
+   * The instance role's credentials (default `testing`/`testing` with `ROLE_TOKEN`), e.g. an
+   * assumed role's on an IAM-enforcing moto.
+   */
+  roleCredentials?: { accessKeyId: string; secretAccessKey: string; sessionToken: string };
   enis: EmulatedEni[];
   /** Instance tags (instance metadata tags on). */
   tags?: Record<string, string>;
@@ -73,6 +79,8 @@ export const ROLE_TOKEN = "IQoJb3JpZ2luX2VjEPodminTestSessionToken+/=";
 
 export function startImds(o: ImdsOptions): Imds {
   const role = o.roleName ?? "podmin-node";
+  const creds = o.roleCredentials ??
+    { accessKeyId: "testing", secretAccessKey: "testing", sessionToken: ROLE_TOKEN };
   const state: Imds = {
     endpoint: "",
     requests: [],
@@ -108,9 +116,9 @@ export function startImds(o: ImdsOptions): Imds {
       [`meta-data/iam/security-credentials/${role}`]: JSON.stringify({
         Code: "Success",
         Type: "AWS-HMAC",
-        AccessKeyId: "testing",
-        SecretAccessKey: "testing",
-        Token: ROLE_TOKEN,
+        AccessKeyId: creds.accessKeyId,
+        SecretAccessKey: creds.secretAccessKey,
+        Token: creds.sessionToken,
         Expiration: new Date(Date.now() + 6 * 3600_000).toISOString(),
       }),
       "meta-data/network/interfaces/macs/": o.enis.map((e) => `${e.mac}/`).join("\n"),
@@ -139,14 +147,17 @@ export function startImds(o: ImdsOptions): Imds {
   const ec2 = async (req: Request): Promise<Response> => {
     const form = new URLSearchParams(await req.text());
     const auth = req.headers.get("authorization") ?? "";
-    if (!/^AWS4-HMAC-SHA256 Credential=testing\/\d{8}\/[a-z0-9-]+\/ec2\/aws4_request,/.test(auth)) {
+    const scope = new RegExp(
+      `^AWS4-HMAC-SHA256 Credential=${creds.accessKeyId}/\\d{8}/[a-z0-9-]+/ec2/aws4_request,`,
+    );
+    if (!scope.test(auth)) {
       state.violations.push(`EC2 call not SigV4-signed with the role credentials: ${auth}`);
       return text(
         "<Response><Errors><Error><Code>AuthFailure</Code></Error></Errors></Response>",
         401,
       );
     }
-    if (req.headers.get("x-amz-security-token") !== ROLE_TOKEN) {
+    if (req.headers.get("x-amz-security-token") !== creds.sessionToken) {
       state.violations.push("EC2 call without the role's session token");
       return text("", 403);
     }
