@@ -156,3 +156,13 @@ export function programIdOfFd(fd: number): number {
   info(fd, s, "bpf_obj_get_info_by_fd");
   return s.get("id");
 }
+
+/**
+ * Turns on the kernel's per-program run-time statistics (`BPF_ENABLE_STATS`) while the returned
+ * function has not been called (it closes the fd and turns them off again).
+ */
+export function enableRunTimeStats(): () => void {
+  const lib = libbpf();
+  const fd = check(lib.sym.bpf_enable_stats(0), "bpf_enable_stats");
+  return () => lib.closeFd(fd);
+}
