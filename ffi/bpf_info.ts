@@ -8,7 +8,11 @@ import { check, libbpf } from "./libbpf.ts";
 import { BPF_MAP_INFO, BPF_PROG_INFO, Struct } from "./structs.ts";
 
 /** Program types we name (enum bpf_prog_type). */
-export const PROG_TYPES: Record<number, string> = { 3: "sched_cls", 6: "xdp" };
+export const PROG_TYPES: Record<number, string> = {
+  3: "sched_cls",
+  6: "xdp",
+  18: "cgroup_sock_addr",
+};
 
 /** A loaded program. */
 export interface ProgInfo {

@@ -147,6 +147,19 @@ testWith(
       assert.equal(ids.length, 3);
       const attached = rootCgroupPrograms();
       for (const id of ids) assert.ok(attached.has(id), `program ${id} on the root cgroup`);
+      // `dataplane status` lists them for this namespace (and only there).
+      const report = await driver.call<
+        { sockets: { hooks: { hook: string; programId: number }[] } }
+      >(
+        { op: "report" },
+      );
+      assert.deepEqual(
+        report.sockets.hooks.map((h) => [h.hook, h.programId]).sort(),
+        [["connect6", st.sockets!.programs.podmin_connect6], [
+          "recvmsg6",
+          st.sockets!.programs.podmin_recvmsg6,
+        ], ["sendmsg6", st.sockets!.programs.podmin_sendmsg6]],
+      );
 
       // (a) TCP: a host process's connect() to VIP:80 reaches a backend's 8080, with the node's
       // own address as the peer; no packet was translated (the socket was, at connect()).
