@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * Podmin's IPv6 TCP/UDP Service dataplane: two tc (clsact) programs.
+ * Podmin's IPv6 TCP/UDP Service dataplane: two tc (clsact) programs for
+ * packets of Pods and interfaces, three cgroup socket programs for
+ * connections the node's own (host network) processes open.
  *
  * podmin_ingress (tc ingress of Pod veths, the Pod ENI and the default-route
  * interface), before routing:
@@ -22,6 +24,15 @@
  * podmin_egress (tc egress of the same interfaces): translates ICMPv6 errors
  * the node itself generates about translated packets (e.g. Packet Too Big on
  * the way to a backend), when that does not change the outer destination.
+ *
+ * podmin_connect6 (cgroup/connect6), podmin_sendmsg6 (cgroup/sendmsg6),
+ * podmin_recvmsg6 (cgroup/recvmsg6), attached to the root cgroup v2: a
+ * socket of the agent's network namespace (podmin_sock_cfg) that connects
+ * (TCP, UDP) or sends an unconnected datagram (UDP) to a Service port gets
+ * the destination rewritten to a backend before any packet exists, so no
+ * per-packet work follows. UDP sockets remember (socket cookie, backend) ->
+ * VIP:port in podmin_sock, and recvmsg rewrites a reply's source back to the
+ * VIP:port. No ready backend: the call fails with ECONNREFUSED.
  *
  * Checksums are updated incrementally. Address (pseudo-header) changes use
  * BPF_F_PSEUDO_HDR, except for CHECKSUM_COMPLETE packets (detected with
@@ -84,6 +95,20 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } podmin_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pm_sock_cfg);
+} podmin_sock_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct pm_sock_key);
+	__type(value, struct pm_sock_val);
+} podmin_sock SEC(".maps");
 
 /* Where the L4 header is and whether the packet may be rewritten. */
 struct l4info {
@@ -600,4 +625,163 @@ SEC("tc")
 int podmin_egress(struct __sk_buff *skb)
 {
 	return handle(skb, 0);
+}
+
+
+/*
+ * Socket programs (cgroup sock_addr). user_ip6 and user_port hold the
+ * destination (connect, sendmsg) or a datagram's source (recvmsg), network
+ * byte order, read and written one 32-bit word at a time.
+ */
+#define SYS_REJECT 0
+#define SYS_PROCEED 1
+#define ECONNREFUSED 111
+#define SOCK_STREAM 1
+#define SOCK_DGRAM 2
+#define AF_INET6 10
+
+/* A socket of the agent's network namespace (the node's host processes). */
+static __always_inline int host_socket(struct bpf_sock_addr *ctx)
+{
+	__u32 zero = 0;
+	struct pm_sock_cfg *c = bpf_map_lookup_elem(&podmin_sock_cfg, &zero);
+
+	if (!c || !c->netns_cookie || ctx->user_family != AF_INET6)
+		return 0;
+	return bpf_get_netns_cookie(ctx) == c->netns_cookie;
+}
+
+static __always_inline void get_user_addr(struct bpf_sock_addr *ctx, struct in6_addr *a)
+{
+	a->in6_u.u6_addr32[0] = ctx->user_ip6[0];
+	a->in6_u.u6_addr32[1] = ctx->user_ip6[1];
+	a->in6_u.u6_addr32[2] = ctx->user_ip6[2];
+	a->in6_u.u6_addr32[3] = ctx->user_ip6[3];
+}
+
+static __always_inline void set_user_addr(struct bpf_sock_addr *ctx, const struct in6_addr *a,
+					  __be16 port)
+{
+	ctx->user_ip6[0] = a->in6_u.u6_addr32[0];
+	ctx->user_ip6[1] = a->in6_u.u6_addr32[1];
+	ctx->user_ip6[2] = a->in6_u.u6_addr32[2];
+	ctx->user_ip6[3] = a->in6_u.u6_addr32[3];
+	ctx->user_port = (__u32)port;
+}
+
+/* The Service port a socket addresses by its protocol, or NULL. */
+static __always_inline struct pm_svc_val *sock_service(struct bpf_sock_addr *ctx,
+						       struct pm_svc_key *sk)
+{
+	__u32 type = ctx->type;
+
+	if (type == SOCK_STREAM && ctx->protocol == IPPROTO_TCP)
+		sk->proto = IPPROTO_TCP;
+	else if (type == SOCK_DGRAM && ctx->protocol == IPPROTO_UDP)
+		sk->proto = IPPROTO_UDP;
+	else
+		return NULL;
+	get_user_addr(ctx, &sk->vip);
+	sk->port = (__be16)ctx->user_port;
+	return bpf_map_lookup_elem(&podmin_svc, sk);
+}
+
+/*
+ * Rewrites the destination of a host socket addressing a Service port to one
+ * of its backends: slot = hash(socket cookie) mod count, so one socket keeps
+ * its backend (an unconnected UDP socket's datagrams too) while the slots are
+ * unchanged. UDP remembers the backend for recvmsg. Returns the verdict; a
+ * Service port without ready backends (or a missing slot) is refused with
+ * ECONNREFUSED (bpf_set_retval; without it the kernel would report EPERM).
+ */
+static __always_inline int sock_forward(struct bpf_sock_addr *ctx, __u32 stat)
+{
+	struct pm_svc_key sk = {};
+	struct pm_svc_val *svc;
+	struct pm_be_key bk;
+	struct pm_be_val *be;
+	__u64 cookie;
+	__u32 n;
+
+	if (!host_socket(ctx))
+		return SYS_PROCEED;
+	svc = sock_service(ctx, &sk);
+	if (!svc)
+		return SYS_PROCEED;
+	n = svc->count;
+	cookie = bpf_get_socket_cookie(ctx);
+	if (n) {
+		bk.id = svc->id;
+		bk.slot = mix32((__u32)cookie ^ mix32((__u32)(cookie >> 32))) % n;
+		be = bpf_map_lookup_elem(&podmin_be, &bk);
+	} else {
+		be = NULL;
+	}
+	if (!be) {
+		count(PM_STAT_SOCK_REFUSED);
+		bpf_set_retval(-ECONNREFUSED);
+		return SYS_REJECT;
+	}
+	if (sk.proto == IPPROTO_UDP) {
+		struct pm_sock_key rk = {};
+		struct pm_sock_val rv = {};
+		struct pm_sock_val *cur;
+
+		rk.cookie = cookie;
+		rk.addr = be->addr;
+		rk.port = be->port;
+		rv.vip = sk.vip;
+		rv.port = sk.port;
+		rv.proto = sk.proto;
+		cur = bpf_map_lookup_elem(&podmin_sock, &rk);
+		if (!cur || !addr_eq(&cur->vip, &rv.vip) || cur->port != rv.port)
+			bpf_map_update_elem(&podmin_sock, &rk, &rv, BPF_ANY);
+	}
+	set_user_addr(ctx, &be->addr, be->port);
+	count(stat);
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/connect6")
+int podmin_connect6(struct bpf_sock_addr *ctx)
+{
+	return sock_forward(ctx, PM_STAT_SOCK_CONNECT);
+}
+
+SEC("cgroup/sendmsg6")
+int podmin_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return sock_forward(ctx, PM_STAT_SOCK_SENDMSG);
+}
+
+/*
+ * A datagram's source that is a backend this socket sent to through a
+ * Service port is rewritten back to the VIP:port, while that Service port
+ * exists (a stale entry is deleted). recvmsg programs must return 1.
+ */
+SEC("cgroup/recvmsg6")
+int podmin_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	struct pm_sock_key rk = {};
+	struct pm_sock_val *rv;
+	struct pm_svc_key sk = {};
+
+	if (!host_socket(ctx))
+		return SYS_PROCEED;
+	rk.cookie = bpf_get_socket_cookie(ctx);
+	get_user_addr(ctx, &rk.addr);
+	rk.port = (__be16)ctx->user_port;
+	rv = bpf_map_lookup_elem(&podmin_sock, &rk);
+	if (!rv)
+		return SYS_PROCEED;
+	sk.vip = rv->vip;
+	sk.port = rv->port;
+	sk.proto = rv->proto;
+	if (!bpf_map_lookup_elem(&podmin_svc, &sk)) {
+		bpf_map_delete_elem(&podmin_sock, &rk);
+		return SYS_PROCEED;
+	}
+	set_user_addr(ctx, &sk.vip, sk.port);
+	count(PM_STAT_SOCK_RECVMSG);
+	return SYS_PROCEED;
 }

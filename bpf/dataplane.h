@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Podmin's IPv6 Service dataplane: map layouts shared by the tc programs
- * (bpf/dataplane.c) and the agent (agent/dataplane_maps.ts mirrors them;
+ * Podmin's IPv6 Service dataplane: map layouts shared by the tc and cgroup
+ * socket programs (bpf/dataplane.c) and the agent (agent/dataplane_maps.ts mirrors them;
  * bpf/dataplane_layout_test.ts checks the mirror against the object's BTF).
  *
  * All addresses and ports are in network byte order.
@@ -89,7 +89,39 @@ enum pm_stat {
 	PM_STAT_PORT_REMAP = 7,     /* source port remapped to keep reply tuples unique */
 	PM_STAT_DROP_CT = 8,        /* conntrack insert failed */
 	PM_STAT_ERROR = 9,          /* a helper failed while rewriting */
-	PM_STAT_MAX = 10,
+	PM_STAT_SOCK_CONNECT = 10,  /* a host socket's connect() to a Service port translated */
+	PM_STAT_SOCK_SENDMSG = 11,  /* a host socket's unconnected UDP datagram translated */
+	PM_STAT_SOCK_RECVMSG = 12,  /* a reply's source rewritten back to the VIP:port */
+	PM_STAT_SOCK_REFUSED = 13,  /* a host socket refused: Service port without ready backends */
+	PM_STAT_MAX = 14,
+};
+
+/*
+ * The one entry of podmin_sock_cfg (ARRAY, key 0): which sockets the cgroup
+ * programs translate. 0 (never written) = none.
+ */
+struct pm_sock_cfg {
+	__u64 netns_cookie; /* the agent's network namespace (SO_NETNS_COOKIE) */
+};
+
+/*
+ * podmin_sock key: a UDP socket and the backend its datagrams were sent to
+ * (after translation), as recvmsg sees a reply's source.
+ */
+struct pm_sock_key {
+	__u64 cookie;         /* bpf_get_socket_cookie() */
+	struct in6_addr addr; /* backend address */
+	__be16 port;          /* backend port */
+	__u16 pad;
+	__u32 pad2;
+};
+
+/* podmin_sock value: the Service port the socket addressed. */
+struct pm_sock_val {
+	struct in6_addr vip;
+	__be16 port;
+	__u8 proto;
+	__u8 pad;
 };
 
 #endif

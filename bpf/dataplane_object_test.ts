@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
-import { OFFSETS, SIZES } from "../agent/dataplane/maps.ts";
+import { OFFSETS, PROGRAMS, SIZES, SOCK_PROGRAMS } from "../agent/dataplane/maps.ts";
 import { STAT_NAMES } from "../agent/dataplane/stats_map.ts";
 import { BpfObject } from "../ffi/bpf_object.ts";
 import { testWith } from "../tests/support/requirements.ts";
@@ -63,13 +63,18 @@ testWith(
 Deno.test("dataplane object: maps and programs have the names and sizes the agent expects", () => {
   const obj = BpfObject.openMem(dataplaneObject());
   try {
-    assert.deepEqual(obj.programNames().sort(), ["podmin_egress", "podmin_ingress"]);
+    assert.deepEqual(
+      obj.programNames().sort(),
+      [...Object.values(PROGRAMS), ...Object.values(SOCK_PROGRAMS)].sort(),
+    );
     const expected = {
       podmin_cfg: SIZES.cfg,
       podmin_svc: SIZES.svc,
       podmin_be: SIZES.be,
       podmin_ct: SIZES.ct,
       podmin_stats: SIZES.stats,
+      podmin_sock_cfg: SIZES.sockCfg,
+      podmin_sock: SIZES.sock,
     };
     assert.deepEqual(obj.mapNames().sort(), Object.keys(expected).sort());
     for (const [name, size] of Object.entries(expected)) {
@@ -105,6 +110,9 @@ testWith(
         pm_be_val: SIZES.be.value,
         pm_ct_key: SIZES.ct.key,
         pm_ct_val: SIZES.ct.value,
+        pm_sock_cfg: SIZES.sockCfg.value,
+        pm_sock_key: SIZES.sock.key,
+        pm_sock_val: SIZES.sock.value,
       };
       for (const [struct, fields] of Object.entries(OFFSETS)) {
         const t: BtfType | undefined = btf.types.find((x) =>

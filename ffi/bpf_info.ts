@@ -8,7 +8,11 @@ import { check, libbpf } from "./libbpf.ts";
 import { BPF_MAP_INFO, BPF_PROG_INFO, Struct } from "./structs.ts";
 
 /** Program types we name (enum bpf_prog_type). */
-export const PROG_TYPES: Record<number, string> = { 3: "sched_cls", 6: "xdp" };
+export const PROG_TYPES: Record<number, string> = {
+  3: "sched_cls",
+  6: "xdp",
+  18: "cgroup_sock_addr",
+};
 
 /** A loaded program. */
 export interface ProgInfo {
@@ -155,4 +159,14 @@ export function programIdOfFd(fd: number): number {
   const s = new Struct(BPF_PROG_INFO);
   info(fd, s, "bpf_obj_get_info_by_fd");
   return s.get("id");
+}
+
+/**
+ * Turns on the kernel's per-program run-time statistics (`BPF_ENABLE_STATS`) while the returned
+ * function has not been called (it closes the fd and turns them off again).
+ */
+export function enableRunTimeStats(): () => void {
+  const lib = libbpf();
+  const fd = check(lib.sym.bpf_enable_stats(0), "bpf_enable_stats");
+  return () => lib.closeFd(fd);
 }

@@ -113,6 +113,12 @@ const SYMBOLS = {
   bpf_prog_test_run_opts: { parameters: ["i32", "buffer"], result: "i32" },
 
   bpf_link__destroy: { parameters: ["pointer"], result: "i32" },
+  bpf_program__attach_cgroup: { parameters: ["pointer", "i32"], result: "pointer" },
+  bpf_prog_query: {
+    parameters: ["i32", "u32", "u32", "buffer", "buffer", "buffer"],
+    result: "i32",
+  },
+  bpf_enable_stats: { parameters: ["i32"], result: "i32" },
   // libbpf ≥ 1.3 (kernel ≥ 6.6): tcx links. Absent in 1.1.2.
   bpf_program__attach_tcx: {
     parameters: ["pointer", "i32", "pointer"],

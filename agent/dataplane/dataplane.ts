@@ -34,7 +34,13 @@ import {
   type MapCapacity,
 } from "./desired_state.ts";
 import { discoverTargets, type Discovery } from "./interfaces.ts";
-import { type Attachment, type AttachMode, DataplaneLoader, removeLeftovers } from "./loader.ts";
+import {
+  type Attachment,
+  type AttachMode,
+  DataplaneLoader,
+  removeLeftovers,
+  type SocketAttachment,
+} from "./loader.ts";
 import { MapDiff } from "./map_diff.ts";
 
 /** Options of `Dataplane`. */
@@ -50,6 +56,13 @@ export interface DataplaneOptions {
   attach?: "auto" | AttachMode;
   /** Interface discovery (default: the routes of this network namespace). */
   discover?: () => Promise<Discovery>;
+  /**
+   * Attach the socket programs to the root cgroup v2 while loaded (default true): connections
+   * host processes of this network namespace open to VIPs are translated at connect/sendmsg.
+   */
+  hostSockets?: boolean;
+  /** Where a cgroup2 is mounted (briefly) when none is (default /run/podmin). */
+  cgroupMountDir?: string;
 }
 
 /** What one apply changed. */
@@ -94,6 +107,8 @@ export interface DataplaneLocalStatus {
   mode?: AttachMode;
   programs: { name: string; id: number }[];
   attachments: Omit<Attachment, "links" | "createdHook">[];
+  /** The socket programs' root cgroup v2 attachment (host processes to VIPs). */
+  sockets?: SocketAttachment;
   servicePorts: number;
   backendSlots: number;
   generation?: number;
@@ -119,6 +134,8 @@ export class Dataplane {
       capacity: this.#capacity,
       object: options.object,
       attach: options.attach,
+      hostSockets: options.hostSockets,
+      cgroupMountDir: options.cgroupMountDir,
       log: this.#log,
     });
     this.#diff = new MapDiff(this.#log);
@@ -181,6 +198,7 @@ export class Dataplane {
         ingress: a.ingress,
         egress: a.egress,
       })),
+      sockets: this.#loader.sockets(),
       ...this.#diff.summary(),
       generation: this.#generation,
     };

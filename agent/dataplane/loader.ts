@@ -1,14 +1,23 @@
 /**
  * The dataplane loader: loads the programs of bpf/dataplane.c unpinned (map capacities set, map
- * layouts checked), attaches them to interfaces (tcx when available, tc otherwise) and detaches
- * them, adopts a previous agent's conntrack on load, and removes leftover filters of earlier
- * programs. It never writes the Service maps' contents: that is the map diff's job.
+ * layouts checked), attaches the tc programs to interfaces (tcx when available, tc otherwise)
+ * and detaches them, attaches the socket programs to the root cgroup v2 through bpf links for as
+ * long as the object is loaded (host processes' connections to VIPs), adopts a previous agent's
+ * conntrack on load, and removes leftover filters of earlier programs. It never writes the
+ * Service maps' contents: that is the map diff's job.
  */
 
 import { dataplaneObject } from "../../bpf/dataplane_object.ts";
 import { PodminError } from "../../core/errors.ts";
 import { type Logger, silentLogger } from "../../core/log.ts";
 import { openMapById, programIdOfFd, programInfo } from "../../ffi/bpf_info.ts";
+import {
+  cgroupAttach,
+  cgroupDetach,
+  closeCgroup,
+  netnsCookie,
+  openCgroup2Root,
+} from "../../ffi/cgroup.ts";
 import {
   BPF_TCX_EGRESS,
   BPF_TCX_INGRESS,
@@ -30,7 +39,7 @@ import {
 import { CfgMap, LAYOUT_VERSION } from "./cfg_map.ts";
 import type { MapCapacity } from "./desired_state.ts";
 import { type AttachTarget, type Discovery, type InterfaceRole, listLinks } from "./interfaces.ts";
-import { type DataplaneMaps, MAPS, PROGRAMS, SIZES, typedMaps } from "./maps.ts";
+import { type DataplaneMaps, MAPS, PROGRAMS, SIZES, SOCK_PROGRAMS, typedMaps } from "./maps.ts";
 
 /** tc filter handle of our filters ("PM"). */
 export const TC_HANDLE = 0x504d;
@@ -69,7 +78,26 @@ export interface LoaderOptions {
   object?: Uint8Array;
   /** "auto" (default): tcx when libbpf has it, tc otherwise. */
   attach?: "auto" | AttachMode;
+  /**
+   * Attach the socket programs to the root cgroup v2 (default true): host processes of this
+   * network namespace reach Service VIPs.
+   */
+  hostSockets?: boolean;
+  /** Where a cgroup2 is mounted (briefly) when none is (default /run/podmin). */
+  cgroupMountDir?: string;
   log?: Logger;
+}
+
+/** The socket programs' attachment to the root cgroup v2. */
+export interface SocketAttachment {
+  attached: boolean;
+  /** The cgroup2 mount used; "mounted": one mounted for the attach and detached again. */
+  cgroup?: string;
+  how?: "found" | "mounted";
+  /** Program name → id, while attached. */
+  programs: Record<string, number>;
+  /** Why they are not attached (the packet path still serves Pods). */
+  error?: string;
 }
 
 interface Loaded {
@@ -78,6 +106,8 @@ interface Loaded {
   maps: DataplaneMaps;
   progs: { ingress: BpfProgram; egress: BpfProgram };
   progIds: { ingress: number; egress: number };
+  sockets: SocketAttachment;
+  sockLinks: Deno.PointerObject[];
 }
 
 /** Owns the loaded programs and their attachments. */
@@ -124,6 +154,12 @@ export class DataplaneLoader {
     return l && { ingress: l.progs.ingress.fd, egress: l.progs.egress.fd };
   }
 
+  /** The socket programs' cgroup attachment (undefined when not loaded). */
+  sockets(): SocketAttachment | undefined {
+    const s = this.#loaded?.sockets;
+    return s && { ...s, programs: { ...s.programs } };
+  }
+
   /** The interfaces we are attached to. */
   attachments(): Attachment[] {
     return [...this.#attached.values()];
@@ -152,6 +188,8 @@ export class DataplaneLoader {
         be: obj.map(MAPS.be),
         ct: obj.map(MAPS.ct),
         stats: obj.map(MAPS.stats),
+        sockCfg: obj.map(MAPS.sockCfg),
+        sock: obj.map(MAPS.sock),
       };
       for (const [k, m] of Object.entries(raw)) {
         const want = SIZES[k as keyof typeof SIZES];
@@ -170,15 +208,64 @@ export class DataplaneLoader {
         ingress: programIdOfFd(progs.ingress.fd),
         egress: programIdOfFd(progs.egress.fd),
       };
-      this.#loaded = { obj, mode, maps: typedMaps(raw), progs, progIds };
+      this.#loaded = {
+        obj,
+        mode,
+        maps: typedMaps(raw),
+        progs,
+        progIds,
+        sockets: { attached: false, programs: {} },
+        sockLinks: [],
+      };
     } catch (err) {
       obj.close();
       throw err;
     }
+    if (this.#options.hostSockets ?? true) this.#attachSockets(this.#loaded);
+    else this.#loaded.sockets.error = "disabled";
     this.#log.info("dataplane programs loaded", {
       mode: this.#loaded.mode,
       programs: this.#loaded.progIds,
+      sockets: this.#loaded.sockets,
     });
+  }
+
+  /**
+   * Writes this network namespace's cookie into podmin_sock_cfg (the programs translate only its
+   * sockets: cgroup hooks see every namespace's sockets) and links the socket programs to the
+   * root cgroup v2. A failure is logged and kept in `sockets().error`; the tc programs serve on.
+   */
+  #attachSockets(l: Loaded): void {
+    let root: { fd: number; path: string; how: "found" | "mounted" } | undefined;
+    try {
+      l.maps.sockCfg.write(netnsCookie());
+      root = openCgroup2Root({ mountDir: this.#options.cgroupMountDir });
+      for (const name of Object.values(SOCK_PROGRAMS)) {
+        const prog = l.obj.program(name);
+        l.sockLinks.push(cgroupAttach(prog.handle, root.fd, name));
+        l.sockets.programs[name] = programIdOfFd(prog.fd);
+      }
+      l.sockets = { ...l.sockets, attached: true, cgroup: root.path, how: root.how };
+    } catch (err) {
+      this.#detachSockets(l);
+      l.sockets.error = String(err instanceof Error ? err.message : err);
+      this.#log.warn("dataplane socket programs not attached: host processes cannot reach VIPs", {
+        error: l.sockets.error,
+      });
+    } finally {
+      if (root) closeCgroup(root.fd);
+    }
+  }
+
+  #detachSockets(l: Loaded): void {
+    for (const link of l.sockLinks.splice(0)) {
+      try {
+        cgroupDetach(link);
+      } catch (err) {
+        this.#log.warn("dataplane socket program detach failed", { error: String(err) });
+      }
+    }
+    l.sockets = { ...l.sockets, attached: false, programs: {} };
   }
 
   /** Detaches from every interface and unloads the programs; returns the interfaces detached. */
@@ -194,6 +281,7 @@ export class DataplaneLoader {
     }
     this.#attached.clear();
     if (this.#loaded) {
+      this.#detachSockets(this.#loaded);
       this.#loaded.obj.close();
       this.#loaded = undefined;
       this.#log.info("dataplane programs unloaded", { detached });

@@ -17,6 +17,17 @@ import {
 } from "./be_map.ts";
 import { CFG_MAP, CFG_SIZES, CfgMap, type CfgValue, PM_CFG_OFFSETS } from "./cfg_map.ts";
 import { CT_MAP, CT_SIZES, CtMap, PM_CT_KEY_OFFSETS, PM_CT_VAL_OFFSETS } from "./ct_map.ts";
+import {
+  PM_SOCK_CFG_OFFSETS,
+  PM_SOCK_KEY_OFFSETS,
+  PM_SOCK_VAL_OFFSETS,
+  SOCK_CFG_MAP,
+  SOCK_CFG_SIZES,
+  SOCK_MAP,
+  SOCK_SIZES,
+  SockCfgMap,
+  SockMap,
+} from "./sock_map.ts";
 import { STATS_MAP, STATS_SIZES, StatsMap } from "./stats_map.ts";
 import {
   PM_SVC_KEY_OFFSETS,
@@ -34,10 +45,19 @@ export const MAPS = {
   be: BE_MAP,
   ct: CT_MAP,
   stats: STATS_MAP,
+  sockCfg: SOCK_CFG_MAP,
+  sock: SOCK_MAP,
 } as const;
 
-/** Program names in the object. */
+/** Program names in the object: the tc programs. */
 export const PROGRAMS = { ingress: "podmin_ingress", egress: "podmin_egress" } as const;
+
+/** The cgroup socket programs (host processes' connections to Service ports). */
+export const SOCK_PROGRAMS = {
+  connect6: "podmin_connect6",
+  sendmsg6: "podmin_sendmsg6",
+  recvmsg6: "podmin_recvmsg6",
+} as const;
 
 /** Key and value sizes (bytes) of every map, as in bpf/dataplane.h. */
 export const SIZES = {
@@ -46,6 +66,8 @@ export const SIZES = {
   be: BE_SIZES,
   ct: CT_SIZES,
   stats: STATS_SIZES,
+  sockCfg: SOCK_CFG_SIZES,
+  sock: SOCK_SIZES,
 } as const;
 
 /** Struct member offsets (bytes), checked against the object's BTF by a test. */
@@ -57,6 +79,9 @@ export const OFFSETS = {
   pm_be_val: PM_BE_VAL_OFFSETS,
   pm_ct_key: PM_CT_KEY_OFFSETS,
   pm_ct_val: PM_CT_VAL_OFFSETS,
+  pm_sock_cfg: PM_SOCK_CFG_OFFSETS,
+  pm_sock_key: PM_SOCK_KEY_OFFSETS,
+  pm_sock_val: PM_SOCK_VAL_OFFSETS,
 } as const;
 
 /** The typed maps of one loaded dataplane object. */
@@ -66,6 +91,8 @@ export interface DataplaneMaps {
   be: BeMap;
   ct: CtMap;
   stats: StatsMap;
+  sockCfg: SockCfgMap;
+  sock: SockMap;
 }
 
 /** Wraps raw maps by role (`MAPS` keys). */
@@ -76,6 +103,8 @@ export function typedMaps(raw: Record<keyof typeof MAPS, BpfMap>): DataplaneMaps
     be: new BeMap(raw.be),
     ct: new CtMap(raw.ct),
     stats: new StatsMap(raw.stats),
+    sockCfg: new SockCfgMap(raw.sockCfg),
+    sock: new SockMap(raw.sock),
   };
 }
 

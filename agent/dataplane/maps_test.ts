@@ -6,6 +6,7 @@ import { decodeBeKey, decodeBeVal, encodeBeKey, encodeBeVal } from "./be_map.ts"
 import { decodeCfg, encodeCfg } from "./cfg_map.ts";
 import { decodeCt, encodeCtKey } from "./ct_map.ts";
 import { compileSnapshot } from "./desired_state.ts";
+import { SOCK_KEY, SOCK_VAL } from "./sock_map.ts";
 import { sumPerCpu } from "./stats_map.ts";
 import { decodeSvcKey, decodeSvcVal, encodeSvcKey, encodeSvcVal, formatSvcKey } from "./svc_map.ts";
 
@@ -83,4 +84,17 @@ Deno.test("dataplane maps: compiling sorts backends into slots and checks capaci
     () => compileSnapshot(snap, { services: 10, backends: 5, conntrack: 10 }),
     /6 backend slots exceed/,
   );
+});
+
+Deno.test("dataplane maps: socket entries round-trip; cookie host order, ports big-endian", () => {
+  const key = { cookie: 0x0102030405060708n, addr: parseIpv6("fd00:a::11"), port: 5353 };
+  const kb = SOCK_KEY.encode(key);
+  assert.equal(kb.length, 32);
+  assert.deepEqual([...kb.subarray(0, 8)], [8, 7, 6, 5, 4, 3, 2, 1]);
+  assert.deepEqual([...kb.subarray(24, 32)], [0x14, 0xe9, 0, 0, 0, 0, 0, 0]);
+  assert.deepEqual(SOCK_KEY.decode(kb), key);
+  const val = { vip: parseIpv6("fd00:504d::10"), port: 53, proto: 17 };
+  const vb = SOCK_VAL.encode(val);
+  assert.deepEqual([...vb.subarray(16, 20)], [0, 53, 17, 0]);
+  assert.deepEqual(SOCK_VAL.decode(vb), val);
 });

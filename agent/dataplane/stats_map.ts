@@ -22,6 +22,10 @@ export const STAT_NAMES = [
   "portRemap",
   "dropCt",
   "error",
+  "sockConnect",
+  "sockSendmsg",
+  "sockRecvmsg",
+  "sockRefused",
 ] as const;
 
 /** Sums a per-CPU u64 value. */

@@ -1,7 +1,8 @@
 /**
  * What `podmin-agent dataplane status` prints: the dataplane as the kernel
  * of this network namespace has it, found by introspection (programs by
- * name, our tc filters by handle/priority, maps by the programs' map ids).
+ * name, our tc filters by handle/priority, maps by the programs' map ids, the socket programs
+ * on the root cgroup v2 whose podmin_sock_cfg names this namespace).
  * Works from any process with CAP_SYS_ADMIN/CAP_NET_ADMIN, since the
  * programs are not pinned.
  */
@@ -16,13 +17,23 @@ import {
   programInfo,
 } from "../../ffi/bpf_info.ts";
 import type { BpfMap } from "../../ffi/bpf_map.ts";
+import {
+  BPF_CGROUP_INET6_CONNECT,
+  BPF_CGROUP_UDP6_RECVMSG,
+  BPF_CGROUP_UDP6_SENDMSG,
+  cgroupQuery,
+  closeCgroup,
+  netnsCookie,
+  openCgroup2Root,
+} from "../../ffi/cgroup.ts";
 import { tcQuery } from "../../ffi/tc.ts";
 import { BeMap, formatEndpoint } from "./be_map.ts";
 import { CfgMap, type CfgValue } from "./cfg_map.ts";
 import { type CtEntry, CtMap, DIR } from "./ct_map.ts";
 import { listLinks } from "./interfaces.ts";
 import { TC_HANDLE, TC_PRIORITY } from "./loader.ts";
-import { MAPS, PROGRAMS, readMaps } from "./maps.ts";
+import { MAPS, PROGRAMS, readMaps, SOCK_PROGRAMS } from "./maps.ts";
+import { SockCfgMap } from "./sock_map.ts";
 import { StatsMap } from "./stats_map.ts";
 import { formatSvcKey, SvcMap } from "./svc_map.ts";
 
@@ -31,6 +42,13 @@ export interface ReportAttachment {
   interface: string;
   ifindex: number;
   point: "ingress" | "egress";
+  programId: number;
+  program: string;
+}
+
+/** One of our socket programs on the root cgroup v2 (for this network namespace). */
+export interface ReportSocketHook {
+  hook: "connect6" | "sendmsg6" | "recvmsg6";
   programId: number;
   program: string;
 }
@@ -60,6 +78,8 @@ export interface ReportFlow {
 export interface DataplaneReport {
   programs: ProgInfo[];
   attachments: ReportAttachment[];
+  /** Socket programs translating this namespace's host sockets (root cgroup v2). */
+  sockets: { cgroup?: string; hooks: ReportSocketHook[]; error?: string };
   maps: MapInfo[];
   config?: CfgValue;
   servicePorts: ReportServicePort[];
@@ -97,6 +117,43 @@ async function ourAttachments(ours: Set<string>): Promise<ReportAttachment[]> {
   return attachments;
 }
 
+const HOOKS = [
+  ["connect6", BPF_CGROUP_INET6_CONNECT],
+  ["sendmsg6", BPF_CGROUP_UDP6_SENDMSG],
+  ["recvmsg6", BPF_CGROUP_UDP6_RECVMSG],
+] as const;
+
+/** Our socket programs on the root cgroup v2 that translate this namespace's sockets. */
+function ourSocketHooks(): DataplaneReport["sockets"] {
+  const ours = new Set<string>(Object.values(SOCK_PROGRAMS));
+  let root: { fd: number; path: string } | undefined;
+  try {
+    root = openCgroup2Root();
+    const cookie = netnsCookie();
+    const hooks: ReportSocketHook[] = [];
+    for (const [hook, type] of HOOKS) {
+      for (const id of cgroupQuery(root.fd, type)) {
+        const info = programInfo(id);
+        if (!info || !ours.has(info.name)) continue;
+        // Cgroup hooks are machine-wide: keep the programs configured for this namespace.
+        const cfg = info.mapIds.map((m) => openMapById(m)).filter((m) => m !== undefined);
+        try {
+          const map = cfg.find((m) => m.info.name === MAPS.sockCfg)?.map;
+          if (!map || new SockCfgMap(map).read() !== cookie) continue;
+        } finally {
+          for (const m of cfg) m.map.close();
+        }
+        hooks.push({ hook, programId: id, program: info.name });
+      }
+    }
+    return { cgroup: root.path, hooks };
+  } catch (err) {
+    return { hooks: [], error: err instanceof Error ? err.message : String(err) };
+  } finally {
+    if (root) closeCgroup(root.fd);
+  }
+}
+
 /** Reads the dataplane state of this network namespace. `maxFlows` bounds the listed flows. */
 export async function inspectDataplane(
   options: { maxFlows?: number } = {},
@@ -117,6 +174,7 @@ export async function inspectDataplane(
   const report: DataplaneReport = {
     programs,
     attachments,
+    sockets: ourSocketHooks(),
     maps: [],
     servicePorts: [],
     conntrack: { entries: 0, flows: [] },
@@ -211,6 +269,14 @@ export function formatReport(r: DataplaneReport): string {
         a.point.padEnd(7)
       } ${a.program}[${a.programId}]`,
     );
+  }
+  lines.push(
+    `socket programs (root cgroup v2${
+      r.sockets.cgroup ? ` ${r.sockets.cgroup}` : ""
+    }, ${r.sockets.hooks.length}):${r.sockets.error ? ` ${r.sockets.error}` : ""}`,
+  );
+  for (const h of r.sockets.hooks) {
+    lines.push(`  ${h.hook.padEnd(15)} ${h.program}[${h.programId}]`);
   }
   if (r.config) {
     lines.push(

@@ -3,7 +3,7 @@
  * namespaces and removes them). Prints figures, asserts nothing.
  *
  *   sudo deno run -A tests/bench/dataplane_bench.ts [--seconds 1.5] [--rounds 8] [--concurrency 4]
- *     [--cost-rounds 5] [--cost-seconds 0.3] [--smoke]
+ *     [--cost-rounds 5] [--cost-seconds 0.3] [--smoke] [--only host-sockets]
  *
  * 1. TCP connect + request + reply + close, client Pod → node → backend Pod:
  *    directly to the backend, through the eBPF VIP, and through an nftables
@@ -17,11 +17,17 @@
  * 4. Cost per new-flow and per established packet apart from the client, at 1,
  *    1,000 and 10,000 Services, eBPF vs kube-proxy's nftables and iptables modes
  *    (`dataplane_cost.ts`).
+ * 5. Host processes: program time per connection (kernel run-time statistics, every dataplane
+ *    program summed) of a node process's connections to a VIP (socket path: connect6 once,
+ *    then nothing) against a Pod's (packet path: tc on every packet), with a node process's
+ *    direct connections to the backend as the floor; and the host's connection rate through the
+ *    VIP vs direct.
  */
 
 import { Buffer } from "node:buffer";
 import { parseArgs } from "node:util";
 import { formatIpv6, parseIpv6 } from "../../core/ipv6.ts";
+import { enableRunTimeStats, programInfo } from "../../ffi/bpf_info.ts";
 import { Driver, nftIn, nsRun, Topology } from "../support/dataplane_topology.ts";
 import { benchSmoke, recordFigures } from "./bench_output.ts";
 import { measureDataplaneCost } from "./dataplane_cost.ts";
@@ -33,6 +39,8 @@ const { values: opts } = parseArgs({
     concurrency: { type: "string", default: "4" },
     "cost-rounds": { type: "string", default: "5" },
     "cost-seconds": { type: "string", default: "0.3" },
+    /** "host-sockets": section 5 only. */
+    only: { type: "string" },
   },
 });
 const SECONDS = Number(opts.seconds);
@@ -41,6 +49,7 @@ const CONCURRENCY = Number(opts.concurrency);
 
 const POD_PREFIX = "fd00:a::1:0:0:0/80";
 const CLIENT = "fd00:a::1:0:0:10";
+const HOST = "fd00:ff::1"; // the node's own address (host processes)
 const BACKEND = "fd00:a::1:0:0:11";
 const VIP = "fd00:504d::10";
 const NFT_VIP = "fd00:504e::10"; // outside the eBPF service CIDR
@@ -130,8 +139,15 @@ async function main() {
       await nsRun(client.ns, "sysctl", ["-q", "-w", `${k}=${v}`]);
     }
     await topo.startPeer(backend.ns, ["serve", "be", "8080", "5353"]);
+    await nsRun(node, "ip", ["-6", "addr", "add", `${HOST}/128`, "dev", "lo", "nodad"]);
     const driver = new Driver(topo, node, POD_PREFIX);
     const one = snapshot([{ vip: VIP, backends: [BACKEND] }]);
+
+    if (opts.only === "host-sockets") {
+      await hostSocketCost(topo, driver, node, client.ns, one);
+      await driver.call({ op: "close" });
+      return;
+    }
 
     // --- 1. connection rate and latency -----------------------------------
     // Phases are interleaved and their order rotated every round; ratios are
@@ -209,6 +225,9 @@ async function main() {
         fmt(ratio("ebpf VIP", "nftables VIP", "rate"), 3)
       }, p50 latency ×${fmt(ratio("ebpf VIP", "nftables VIP", "p50"), 3)}`,
     );
+
+    // --- 5. host processes: socket path vs packet path, per connection --------------
+    await hostSocketCost(topo, driver, node, client.ns, one);
 
     // --- 2. map programming ---------------------------------------------------
     console.log("\nmap programming, 10,000 Services × 10 backends…");
@@ -375,6 +394,131 @@ async function main() {
       flows: smoke ? 100 : 1_000,
     }),
   );
+}
+
+/**
+ * Section 5: dataplane program time per connection, from the kernel's run-time statistics of
+ * every dataplane program (tc ingress/egress, connect6, sendmsg6, recvmsg6), in three phases
+ * interleaved over ROUNDS rounds: a node process to the backend directly (the tc programs only
+ * pass packets), a node process to the VIP (connect6 translates the socket once), a Pod to the
+ * VIP (tc translates every packet both ways).
+ */
+async function hostSocketCost(
+  topo: Topology,
+  driver: Driver,
+  node: string,
+  clientNs: string,
+  one: unknown,
+): Promise<void> {
+  type Phase = "host direct" | "host VIP (socket)" | "Pod VIP (packet)";
+  const phases: Phase[] = ["host direct", "host VIP (socket)", "Pod VIP (packet)"];
+  await driver.call({ op: "apply", snapshot: one });
+  const st = await driver.call<{
+    programs: { name: string; id: number }[];
+    sockets?: { attached: boolean; programs: Record<string, number>; error?: string };
+  }>({ op: "status" });
+  if (!st.sockets?.attached) {
+    console.log(`\nhost processes: socket programs not attached (${st.sockets?.error}); skipped`);
+    await driver.call({ op: "apply", snapshot: EMPTY });
+    return;
+  }
+  const ids = [...st.programs.map((p) => p.id), ...Object.values(st.sockets.programs)];
+  const connectId = st.sockets.programs.podmin_connect6;
+  const sample = () => {
+    let ns = 0, runs = 0, connectNs = 0, connectRuns = 0;
+    for (const id of ids) {
+      const i = programInfo(id);
+      if (!i) continue;
+      ns += i.runTimeNs;
+      runs += i.runCount;
+      if (id === connectId) [connectNs, connectRuns] = [i.runTimeNs, i.runCount];
+    }
+    return { ns, runs, connectNs, connectRuns };
+  };
+  const totals = new Map<Phase, { conns: number; seconds: number; ns: number; runs: number }>();
+  let connect = { ns: 0, runs: 0 };
+  const rates: Record<Phase, number>[] = [];
+  const stop = enableRunTimeStats();
+  console.log(
+    `\nhost processes vs Pods through a VIP, ${ROUNDS} rounds × ${SECONDS}s per phase, concurrency ${CONCURRENCY} (kernel run-time stats)…`,
+  );
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      const round = {} as Record<Phase, number>;
+      for (let i = 0; i < phases.length; i++) {
+        const phase = phases[(i + r) % phases.length];
+        const [ns, host, port] = phase === "host direct"
+          ? [node, BACKEND, 8080]
+          : phase === "host VIP (socket)"
+          ? [node, VIP, 80]
+          : [clientNs, VIP, 80];
+        const before = sample();
+        const out = JSON.parse(
+          await topo.peer(ns, ["bench", host, String(port), String(SECONDS), String(CONCURRENCY)]),
+        ) as BenchOut;
+        const after = sample();
+        const t = totals.get(phase) ?? { conns: 0, seconds: 0, ns: 0, runs: 0 };
+        t.conns += out.count;
+        t.seconds += out.seconds;
+        t.ns += after.ns - before.ns;
+        t.runs += after.runs - before.runs;
+        totals.set(phase, t);
+        if (phase === "host VIP (socket)") {
+          connect = {
+            ns: connect.ns + after.connectNs - before.connectNs,
+            runs: connect.runs + after.connectRuns - before.connectRuns,
+          };
+        }
+        round[phase] = out.count / out.seconds;
+      }
+      rates.push(round);
+    }
+  } finally {
+    stop();
+    await driver.call({ op: "apply", snapshot: EMPTY });
+  }
+  const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
+  console.log(
+    "phase               conn/s   program runs/conn   program ns/conn   rate vs host direct",
+  );
+  const perConn = (p: Phase) => totals.get(p)!.ns / Math.max(1, totals.get(p)!.conns);
+  for (const p of phases) {
+    const t = totals.get(p)!;
+    console.log(
+      `${p.padEnd(18)} ${fmt(t.conns / t.seconds, 0).padStart(7)} ${
+        fmt(t.runs / Math.max(1, t.conns), 1).padStart(19)
+      } ${fmt(perConn(p), 0).padStart(17)} ${
+        fmt(median(rates.map((r) => r[p] / r["host direct"])), 3).padStart(21)
+      }`,
+    );
+  }
+  const connectNs = connect.ns / Math.max(1, connect.runs);
+  const socketCost = perConn("host VIP (socket)") - perConn("host direct");
+  const packetCost = perConn("Pod VIP (packet)") - perConn("host direct");
+  const vipConns = totals.get("host VIP (socket)")!.conns;
+  console.log(
+    `  connect6: ${fmt(connectNs, 0)} ns per run, ${
+      fmt(connect.runs / Math.max(1, vipConns), 2)
+    } runs per connection (the hook is machine-wide: other processes' connects run it too and leave at the netns check)`,
+  );
+  console.log(
+    `  program time per connection: socket path ×${
+      fmt(perConn("host VIP (socket)") / perConn("Pod VIP (packet)"), 3)
+    } of the packet path; above the floor (tc passing the backend's packets, connect6 finding no VIP): socket path ${
+      fmt(socketCost, 0)
+    } ns, packet path ${
+      fmt(packetCost, 0)
+    } ns (the Pod's connection also crosses its own veth, whose tc programs count in the packet path)`,
+  );
+  await recordFigures({
+    dataplane_host_sock_connect6_ns: connectNs,
+    dataplane_host_sock_ns_per_conn: perConn("host VIP (socket)"),
+    dataplane_pod_packet_ns_per_conn: perConn("Pod VIP (packet)"),
+    dataplane_host_direct_ns_per_conn: perConn("host direct"),
+    dataplane_host_vip_vs_direct_rate: median(
+      rates.map((r) => r["host VIP (socket)"] / r["host direct"]),
+    ),
+  });
 }
 
 if (import.meta.main) {

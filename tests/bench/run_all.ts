@@ -429,6 +429,15 @@ export const ROWS: Row[] = [
     better: "higher",
   },
   {
+    key: "dataplane_host_socket_vs_packet",
+    label: "program ns per connection to a VIP: host socket path vs Pod packet path",
+    figure: "dataplane_host_sock_ns_per_conn",
+    peer: "dataplane_pod_packet_ns_per_conn",
+    unit: "ns",
+    better: "lower",
+    goal: 1,
+  },
+  {
     key: "dataplane_new_flow_flat",
     label: "eBPF new-flow packet, 10k Services (1 hot) vs 1",
     figure: "dataplane_new_flow_10k_hot_ns",
