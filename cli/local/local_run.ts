@@ -6,6 +6,7 @@ import type { CommandContext } from "../../core/cli_kit.ts";
 import { UsageError } from "../../core/errors.ts";
 import { defaultCacheDir } from "../setup/dependency_cache.ts";
 import { readCatalogFile } from "../setup/dependency_catalog.ts";
+import { resolveCatalog } from "../setup/vendor_checksum.ts";
 import { LOCAL_DEFAULTS } from "./local_defaults.ts";
 import {
   DAEMONS,
@@ -228,7 +229,7 @@ export async function runLocal(ctx: CommandContext): Promise<number> {
             cacheDir: defaultCacheDir(),
             log,
             catalog: v["dependency-catalog"]
-              ? await readCatalogFile(v["dependency-catalog"])
+              ? await resolveCatalog(await readCatalogFile(v["dependency-catalog"]), { log })
               : undefined,
           }),
         ];

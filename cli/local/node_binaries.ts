@@ -135,8 +135,12 @@ export async function fetchPinnedBinaries(
     if (!e) throw new BinaryError(`the catalogue pins no ${name} for ${arch}`);
     let file: string;
     try {
-      file = (await cache.ensure({ sha256: e.sha256, url: e.url, label: `${name} ${e.version}` }))
-        .path;
+      file = (await cache.ensure({
+        sha256: e.sha256,
+        sha256Url: e.sha256Url,
+        url: e.url,
+        label: `${name} ${e.version}`,
+      })).path;
     } catch (err) {
       throw new BinaryError(`cannot download ${name} ${e.version}: ${(err as Error).message}`, {
         hint: "without internet access, give --bin-dir DIR with locally built programs",

@@ -11,7 +11,7 @@ import type { Architecture } from "../../core/dependency_manifest.ts";
 import { sha256Hex } from "../../core/digest.ts";
 import { PodminError, UsageError } from "../../core/errors.ts";
 import { VERSION } from "../../core/version.ts";
-import type { Catalog } from "./dependency_catalog.ts";
+import type { CatalogSpec } from "./dependency_catalog.ts";
 import type { LocalDependency } from "./dependency_sync.ts";
 
 /** The dependency name of the pinned Deno runtime. */
@@ -84,7 +84,7 @@ export async function chooseAgentDistributions(options: {
   /** --agent-binary values per architecture. */
   binaries: Partial<Record<Architecture, string>>;
   arches: Architecture[];
-  catalog: Catalog;
+  catalog: CatalogSpec;
   dist: string;
   log: (line: string) => void;
 }): Promise<AgentDistributions> {

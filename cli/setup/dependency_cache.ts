@@ -64,9 +64,12 @@ export class DependencyCache {
     return { sha256: h.hex(), size: h.bytes };
   }
 
-  /** Makes sure the cache holds a valid file for `sha256`, downloading `url` when needed. */
+  /**
+   * Makes sure the cache holds a valid file for `sha256`, downloading `url` when needed.
+   * `sha256Url` says the digest is the vendor's published checksum (named in a mismatch).
+   */
   async ensure(
-    options: { sha256: string; url: string; size?: number; label: string },
+    options: { sha256: string; sha256Url?: string; url: string; size?: number; label: string },
   ): Promise<{ path: string; size: number; outcome: CacheOutcome }> {
     const p = this.pathOf(options.sha256);
     const cached = await this.#hash(p);
@@ -202,7 +205,7 @@ export class DependencyCache {
   }
 
   async #download(
-    o: { sha256: string; url: string; size?: number; label: string },
+    o: { sha256: string; sha256Url?: string; url: string; size?: number; label: string },
     target: string,
   ): Promise<number> {
     await Deno.mkdir(path.dirname(target), { recursive: true });
@@ -229,6 +232,15 @@ export class DependencyCache {
     const sha = h.hex();
     if (sha !== o.sha256 || (o.size !== undefined && h.bytes !== o.size)) {
       await Deno.remove(tmp).catch(() => {});
+      if (o.sha256Url) {
+        throw new DigestMismatchError(
+          `${o.label}: ${o.url} has sha256 ${sha} (${h.bytes} bytes), but its published checksum ${o.sha256Url} says ${o.sha256}`,
+          {
+            hint: "the download or the vendor's checksum file is damaged or was tampered with " +
+              "(a stale mirror?); nothing was cached or published: retry, or check the source",
+          },
+        );
+      }
       throw new DigestMismatchError(
         `${o.label}: ${o.url} has sha256 ${sha} (${h.bytes} bytes), pinned ${o.sha256}${
           o.size ? ` (${o.size} bytes)` : ""

@@ -64,6 +64,24 @@ Deno.test("catalogue: malformed pins are rejected", () => {
     /url must be http/,
   );
   assert.throws(() => parseCatalog({ deps: [] }), /expected \{"dependencies"/);
+  // The digest from the vendor's checksum file instead of a literal: one or the other.
+  const byUrl = { ...good, sha256: undefined, sha256Url: "https://x/runc.sha256" };
+  const parsed = parseCatalog({ dependencies: [byUrl] }).dependencies[0];
+  assert.equal(parsed.sha256Url, "https://x/runc.sha256");
+  assert.equal(parsed.sha256, undefined);
+  assert.throws(
+    () => parseCatalog({ dependencies: [{ ...good, sha256Url: "https://x/runc.sha256" }] }),
+    /give "sha256" or "sha256Url", not both/,
+  );
+  assert.throws(
+    () => parseCatalog({ dependencies: [{ ...byUrl, sha256Url: "runc.sha256" }] }),
+    /sha256Url must be the http\(s\) URL of the vendor's checksum file/,
+  );
+  assert.throws(
+    () => parseCatalog({ dependencies: [{ ...good, sha256: undefined }] }),
+    (e: Error & { hint?: string }) =>
+      /sha256 must be 64 hex/.test(e.message) && /sha256Url/.test(e.hint ?? ""),
+  );
   const archive = { integrity: `sha512-${"A".repeat(86)}==`, member: "package/deno" };
   assert.equal(
     parseCatalog({ dependencies: [{ ...good, archive }] }).dependencies[0].archive?.member,
@@ -81,6 +99,13 @@ Deno.test("catalogue: malformed pins are rejected", () => {
       /archive must be/,
     );
   }
+  assert.throws(
+    () =>
+      parseCatalog({
+        dependencies: [{ ...good, sha256: undefined, sha256Url: "https://x/d.sha256", archive }],
+      }),
+    /sha256Url cannot be used with archive/,
+  );
 });
 
 Deno.test("catalogue: the default kubelet has the local Pods API (1.36 with its gate, or later)", () => {

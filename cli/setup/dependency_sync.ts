@@ -20,8 +20,9 @@ import { sha256Hex } from "../../core/digest.ts";
 import { NotFoundError, PodminError, PreconditionFailedError } from "../../core/errors.ts";
 import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
 import { progress } from "../../core/progress.ts";
-import type { Catalog } from "./dependency_catalog.ts";
+import type { CatalogSpec } from "./dependency_catalog.ts";
 import type { DependencyCache } from "./dependency_cache.ts";
+import { fetchVendorChecksum } from "./vendor_checksum.ts";
 
 /** A file Podmin produces itself (agent binary, vmconfig archive). */
 export interface LocalDependency {
@@ -37,6 +38,8 @@ export interface PlannedDependency {
   version: string;
   arch: Architecture;
   sha256: string;
+  /** The vendor's checksum file the digest was taken from (see CatalogEntry.sha256Url). */
+  sha256Url?: string;
   size?: number;
   source: string;
   /** The archive that holds the file (see CatalogEntry.archive). */
@@ -56,22 +59,29 @@ export interface DependencyPlan {
 /** The `source` of a dependency setup builds itself (vmconfig, the agent). */
 export const LOCAL_SOURCE = "built by podmin";
 
+/** One wanted file whose digest is known. */
+export type ResolvedDependency = Omit<PlannedDependency, "action">;
+
+/** One wanted file; `sha256` is absent until `resolveWanted` read it from `sha256Url`. */
+export type WantedDependency = Omit<ResolvedDependency, "sha256"> & { sha256?: string };
+
 /**
  * Builds the wanted set for the architectures in use: the catalogue's pins and the local builds.
  */
 export function wantedDependencies(options: {
-  catalog: Catalog;
+  catalog: CatalogSpec;
   local: LocalDependency[];
   architectures: Architecture[];
-}): Omit<PlannedDependency, "action">[] {
-  const wanted: Omit<PlannedDependency, "action">[] = [];
+}): WantedDependency[] {
+  const wanted: WantedDependency[] = [];
   for (const arch of options.architectures) {
     for (const e of options.catalog.dependencies.filter((d) => d.arch === arch)) {
       wanted.push({
         name: e.name,
         version: e.version,
         arch,
-        sha256: e.sha256,
+        ...(e.sha256 !== undefined ? { sha256: e.sha256 } : {}),
+        ...(e.sha256Url !== undefined ? { sha256Url: e.sha256Url } : {}),
         size: e.size,
         source: e.url,
         ...(e.archive ? { archive: e.archive } : {}),
@@ -91,9 +101,46 @@ export function wantedDependencies(options: {
   return wanted;
 }
 
+/**
+ * The wanted set with every digest known. A file pinned by `sha256Url` takes the digest the
+ * published manifest records for the same name and version on that architecture (set by an earlier
+ * setup, so the vendor is not asked again and every node keeps verifying the same value); else it
+ * is read from the vendor's checksum file, and setup records it when it publishes.
+ */
+export async function resolveWanted(
+  wanted: WantedDependency[],
+  o: { current: DependencyManifest; fetch?: typeof fetch; log?: (line: string) => void },
+): Promise<ResolvedDependency[]> {
+  const out: ResolvedDependency[] = [];
+  for (const w of wanted) {
+    if (w.sha256 !== undefined) {
+      out.push({ ...w, sha256: w.sha256 });
+      continue;
+    }
+    const label = `${w.name} ${w.version} ${w.arch}`;
+    const recorded = o.current.architectures[w.arch]?.find((e) =>
+      e.name === w.name && e.version === w.version
+    );
+    if (recorded) {
+      o.log?.(`${label}: sha256 ${recorded.sha256} as recorded in ${DEPENDENCY_MANIFEST}`);
+      out.push({ ...w, sha256: recorded.sha256 });
+      continue;
+    }
+    const sha256 = await fetchVendorChecksum({
+      checksumUrl: w.sha256Url!,
+      artifactUrl: w.source,
+      label,
+      fetch: o.fetch,
+    });
+    o.log?.(`${label}: sha256 ${sha256} from ${w.sha256Url}`);
+    out.push({ ...w, sha256 });
+  }
+  return out;
+}
+
 /** Compares the wanted set with a manifest. */
 export function planAgainst(
-  wanted: Omit<PlannedDependency, "action">[],
+  wanted: ResolvedDependency[],
   { current, etag }: { current: DependencyManifest; etag?: string },
 ): DependencyPlan {
   const items = wanted.map((w) => {
@@ -108,14 +155,16 @@ export function planAgainst(
   return { items, current, etag };
 }
 
-/** Reads the published manifest and plans against it. */
+/** Reads the published manifest, resolves the wanted digests against it and plans. */
 export async function planDependencies(
   store: ObjectStore,
-  wanted: Omit<PlannedDependency, "action">[],
+  wanted: WantedDependency[],
+  o: { fetch?: typeof fetch; log?: (line: string) => void } = {},
 ): Promise<DependencyPlan> {
   const got = await getIfExists(store, DEPENDENCY_MANIFEST);
   const current = got ? parseDependencyManifest(got.body) : emptyDependencyManifest();
-  return planAgainst(wanted, { current, etag: got?.info.etag });
+  const resolved = await resolveWanted(wanted, { ...o, current });
+  return planAgainst(resolved, { current, etag: got?.info.etag });
 }
 
 /** What publishing did. */
@@ -166,7 +215,13 @@ async function uploadDependency(options: {
         member: item.archive.member,
         label,
       })
-      : await cache.ensure({ sha256: item.sha256, url: item.source, size: item.size, label });
+      : await cache.ensure({
+        sha256: item.sha256,
+        sha256Url: item.sha256Url,
+        url: item.source,
+        size: item.size,
+        label,
+      });
     file = got.path;
     size = got.size;
     if (got.outcome === "reused") result.cacheReused++;

@@ -40,7 +40,14 @@ Flags:
                                    OTLP log endpoint; ca= grants read access to that CA object
   --kms-key-arn ARN                customer-managed KMS key of SecureStrings or Secrets Manager
                                    values (repeatable): nodes may kms:Decrypt with exactly these
-  --dependency-catalog FILE        pinned dependencies (JSON) instead of the embedded catalogue
+  --dependency-catalog FILE        pinned dependencies (JSON) instead of the embedded catalogue; an
+                                   entry gives "sha256" (hex) or "sha256Url" (the vendor's checksum
+                                   file beside "url"), never both
+  --kubernetes-version X.Y.Z       kubelet release X.Y.Z from dl.k8s.io for both architectures,
+                                   replacing the catalogue's kubelet; its sha256 is read from the
+                                   vendor's kubelet.sha256 and recorded in the dependency manifest
+  --crictl-version X.Y.Z           likewise crictl from the cri-tools GitHub release (.sha256)
+  --containerd-version X.Y.Z       likewise containerd from its GitHub release (.sha256sum)
   --agent-binary ARCH=PATH         compiled podmin-agent per architecture (amd64|arm64; default
                                    DIST/x86_64/podmin-agent and DIST/aarch64/podmin-agent)
   --dist DIR                       where built programs are (default the checkout's dist/); an
@@ -55,12 +62,17 @@ Flags:
 
 NodeGroup size=0 is allowed: the group exists without VMs until you raise it.
 Downloads are cached in $PODMIN_CACHE_DIR (default ~/.cache/podmin).
+$PODMIN_RELEASE_MIRROR=URL fetches the --*-version releases and their checksums from a mirror
+(air-gapped sites, tests) laid out as the vendors' sites, host first: URL/dl.k8s.io/release/...,
+URL/github.com/.... A checksum that is missing, malformed or disagrees with the download fails
+setup naming the URL and both values; a version the manifest records is not fetched again.
 
 Examples:
   podmin setup --vpc-cidr 10.0.0.0/16 --nat64 --nodegroup default \\
     --nodegroup workers,size=3,disk-size=100,instance-type=c8g.large,zone=b,nat64=t4g.small
   podmin setup --cluster demo --region us-east-1 --vpc-cidr 10.0.0.0/16 --nat64 \\
-    --nodegroup default --nodegroup workers,size=3,instance-type=c8g.large,zone=b --dry-run --out ./plan`,
+    --nodegroup default --nodegroup workers,size=3,instance-type=c8g.large,zone=b --dry-run --out ./plan
+  podmin setup --vpc-cidr 10.0.0.0/16 --nodegroup default --kubernetes-version 1.37.2`,
   options: {
     cluster: { type: "string" },
     "vpc-cidr": { type: "string" },
@@ -70,6 +82,9 @@ Examples:
     "otel-logs": { type: "string" },
     "kms-key-arn": { type: "string", multiple: true },
     "dependency-catalog": { type: "string" },
+    "kubernetes-version": { type: "string" },
+    "crictl-version": { type: "string" },
+    "containerd-version": { type: "string" },
     "agent-binary": { type: "string", multiple: true },
     dist: { type: "string" },
     ami: { type: "string", multiple: true },

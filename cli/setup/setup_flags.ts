@@ -8,6 +8,7 @@
  *   --workload-ca-publish s3://BUCKET/KEY
  *   --otel-logs ENDPOINT[,ca=s3://BUCKET/KEY]
  *   --kms-key-arn ARN                 (repeatable)
+ *   --kubernetes-version X.Y.Z, --crictl-version X.Y.Z, --containerd-version X.Y.Z
  */
 
 import { UsageError, type ValidationError } from "../../core/errors.ts";
@@ -16,6 +17,12 @@ import { KMS_KEY_ARN } from "../infra/infra_inputs.ts";
 import { checkClusterId, isDnsLabel } from "../../core/names.ts";
 import type { Architecture } from "../../core/dependency_manifest.ts";
 import { SETUP_DEFAULTS } from "./setup_defaults.ts";
+import {
+  checkReleaseVersion,
+  type ReleaseVersions,
+  VERSION_FLAGS,
+  VERSIONED_PROGRAMS,
+} from "./vendor_releases.ts";
 
 /** An exact S3 object. */
 export interface S3Object {
@@ -48,6 +55,8 @@ export interface SetupFlags {
   otelLogs?: { endpoint: string; ca?: S3Object };
   /** Customer-managed KMS keys of SecureStrings and secrets: the node role may decrypt with them. */
   kmsKeyArns: string[];
+  /** Vendor releases chosen by version (`--kubernetes-version` sets `kubelet`). */
+  releaseVersions: ReleaseVersions;
 }
 
 /** The architecture of an instance type, as a usage error for bad flags. */
@@ -172,6 +181,8 @@ export interface RawSetupFlags {
   workloadCaPublish?: string;
   otelLogs?: string;
   kmsKeyArns?: string[];
+  /** --kubernetes-version, --crictl-version, --containerd-version (by program). */
+  releaseVersions?: ReleaseVersions;
 }
 
 /** Validates everything and returns the setup request. */
@@ -227,6 +238,11 @@ export function parseSetupFlags(raw: RawSetupFlags): SetupFlags {
       });
     }
   }
+  const releaseVersions: ReleaseVersions = {};
+  for (const program of VERSIONED_PROGRAMS) {
+    const v = raw.releaseVersions?.[program];
+    if (v !== undefined) releaseVersions[program] = checkReleaseVersion(v, VERSION_FLAGS[program]);
+  }
   const flags: SetupFlags = {
     cluster,
     region: raw.region,
@@ -234,6 +250,7 @@ export function parseSetupFlags(raw: RawSetupFlags): SetupFlags {
     nat64,
     nodeGroups,
     kmsKeyArns,
+    releaseVersions,
   };
   if (raw.workloadCaPublish) {
     flags.workloadCaPublish = parseS3(raw.workloadCaPublish, "--workload-ca-publish");

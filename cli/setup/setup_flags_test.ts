@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { parseSetupFlags, resolveZones } from "./setup_flags.ts";
 import { SETUP_DEFAULTS } from "./setup_defaults.ts";
+import { setupCommands } from "./setup_command.ts";
 
 const base = {
   cluster: "prod",
@@ -78,4 +79,38 @@ Deno.test("setup flags: without --cluster the documented default cluster id is u
   assert.equal(f.cluster, "default");
   assert.equal(f.cluster, SETUP_DEFAULTS.cluster);
   assert.equal(parseSetupFlags({ ...base, nodeGroups: ["idle,size=0"] }).nodeGroups[0].size, 0);
+});
+
+Deno.test("setup flags: release versions are checked as MAJOR.MINOR.PATCH per flag", () => {
+  assert.deepEqual(parseSetupFlags(base).releaseVersions, {});
+  assert.deepEqual(
+    parseSetupFlags({
+      ...base,
+      releaseVersions: { kubelet: "1.37.2", crictl: "1.35.0", containerd: "2.2.1" },
+    }).releaseVersions,
+    { kubelet: "1.37.2", crictl: "1.35.0", containerd: "2.2.1" },
+  );
+  const cases: [Record<string, string>, RegExp][] = [
+    [
+      { kubelet: "v1.37.2" },
+      /^UsageError: --kubernetes-version: expected a release version MAJOR\.MINOR\.PATCH, got "v1\.37\.2"$/,
+    ],
+    [{ crictl: "1.35" }, /^UsageError: --crictl-version: expected a release version/],
+    [{ containerd: "2.2.1-rc.1" }, /^UsageError: --containerd-version: expected a release version/],
+  ];
+  for (const [releaseVersions, re] of cases) {
+    assert.throws(() => parseSetupFlags({ ...base, releaseVersions }), re);
+  }
+});
+
+Deno.test("setup --help documents the version flags, the checksum source and the mirror", () => {
+  const setup = setupCommands.find((c) => c.name === "setup")!;
+  for (const flag of ["kubernetes-version", "crictl-version", "containerd-version"]) {
+    assert.ok(setup.options[flag], `--${flag} is an option`);
+    assert.match(setup.help, new RegExp(`^  --${flag} X\\.Y\\.Z `, "m"), flag);
+  }
+  assert.match(setup.help, /kubelet\.sha256/);
+  assert.match(setup.help, /\.sha256sum/);
+  assert.match(setup.help, /"sha256Url"/);
+  assert.match(setup.help, /\$PODMIN_RELEASE_MIRROR=URL/);
 });

@@ -88,9 +88,11 @@ import {
   planDependencies,
   type PlannedDependency,
   publishDependencies,
+  resolveWanted,
   wantedDependencies,
 } from "./dependency_sync.ts";
 import { DEFAULT_CATALOG } from "./default_catalog.ts";
+import { parseReleaseMirror, RELEASE_MIRROR_ENV, withReleaseVersions } from "./vendor_releases.ts";
 import { parseSetupFlags, resolveZones, type SetupFlags } from "./setup_flags.ts";
 import { tofuApply } from "./tofu_runner.ts";
 import { confirmPlan } from "./confirm.ts";
@@ -389,6 +391,11 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
     workloadCaPublish: stringFlag(ctx, "workload-ca-publish"),
     otelLogs: stringFlag(ctx, "otel-logs"),
     kmsKeyArns: stringsFlag(ctx, "kms-key-arn"),
+    releaseVersions: {
+      kubelet: stringFlag(ctx, "kubernetes-version"),
+      crictl: stringFlag(ctx, "crictl-version"),
+      containerd: stringFlag(ctx, "containerd-version"),
+    },
   });
   if (natArchitectures(flags).length > 1) {
     throw new UsageError("all NAT64 instance types must share one architecture", {
@@ -409,7 +416,13 @@ async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
     });
   }
   const catalogFile = stringFlag(ctx, "dependency-catalog");
-  const catalog = catalogFile ? await readCatalogFile(catalogFile) : DEFAULT_CATALOG;
+  const catalog = withReleaseVersions(
+    catalogFile ? await readCatalogFile(catalogFile) : DEFAULT_CATALOG,
+    {
+      versions: flags.releaseVersions,
+      mirror: parseReleaseMirror(Deno.env.get(RELEASE_MIRROR_ENV)),
+    },
+  );
   const nodeArches = [...new Set(flags.nodeGroups.map((ng) => ng.architecture))];
   if (flags.otelLogs) requireFluentBit(catalog, nodeArches);
   const allArches = [...new Set([...nodeArches, ...natArchitectures(flags)])]
@@ -706,7 +719,9 @@ interface PublishedDependencies {
 /** Phase 3 of a dry run: the dependency plan against an empty manifest (nothing uploaded). */
 async function previewDependencies(plan: SetupPlan): Promise<PublishedDependencies> {
   const cache = new DependencyCache({ dir: defaultCacheDir() });
-  const items = planAgainst(plan.wanted, { current: emptyDependencyManifest() }).items;
+  const current = emptyDependencyManifest();
+  const resolved = await resolveWanted(plan.wanted, { current, log: plan.log });
+  const items = planAgainst(resolved, { current }).items;
   for (const item of items) {
     if (item.size !== undefined) continue;
     try {
@@ -734,7 +749,7 @@ async function publish(plan: SetupPlan): Promise<PublishedDependencies> {
   await ensureBucket(store, plan.region, log);
 
   // Dependencies: only what the published manifest lacks; the manifest last.
-  const planned = await planDependencies(store, plan.wanted);
+  const planned = await planDependencies(store, plan.wanted, { log });
   const published = await publishDependencies({
     store,
     cache: new DependencyCache({ dir: defaultCacheDir(), log }),
@@ -938,6 +953,7 @@ async function writeDryRun(
       version: p.version,
       arch: p.arch,
       sha256: p.sha256,
+      ...(p.sha256Url ? { sha256Url: p.sha256Url } : {}),
       size: p.size ?? null,
       source: p.source,
     })),
