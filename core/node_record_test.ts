@@ -74,7 +74,7 @@ Deno.test("node record: a problem is kept as one bounded line of printable text"
     problem: `kubelet 1.35.1\n\x1b[31mhas no\x07 Pods API${"x".repeat(1000)}`,
   };
   const parsed = parseNodeRecord(new TextEncoder().encode(JSON.stringify(record)), key);
-  assert.ok(parsed.problem!.startsWith("kubelet 1.35.1 [31mhas no Pods API"), parsed.problem);
+  assert.ok(parsed.problem!.startsWith("kubelet 1.35.1 [31mhas no Pods API"), parsed.problem ?? "");
   assert.equal(parsed.problem!.length, 512);
   const { problem: _, ...healthy } = record;
   const none = parseNodeRecord(new TextEncoder().encode(JSON.stringify(healthy)), key);
