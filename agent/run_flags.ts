@@ -10,6 +10,7 @@ import { REGISTRY_LISTEN } from "../registry/defaults.ts";
 import { parseListen } from "../registry/server.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { IDENTITY_DEFAULTS } from "./identity/identity_loop.ts";
+import { NODE_CERT_LIFETIME, parseNodeCertLifetime } from "./mesh/node_identity.ts";
 
 /** Default locations and intervals on a node. */
 export const DEFAULTS = {
@@ -78,6 +79,9 @@ export function runFlags(ctx: CommandContext) {
     meshListen: stringFlag(ctx, "mesh-listen"),
     meshAdvertise: stringFlag(ctx, "mesh-advertise"),
     clusterCa: parseCaKeyFlag(stringFlag(ctx, "cluster-ca") ?? "ssm", "--cluster-ca"),
+    nodeCertLifetimeMs: parseNodeCertLifetime(
+      stringFlag(ctx, "node-cert-lifetime") ?? NODE_CERT_LIFETIME.default,
+    ),
     podsApiSocket: stringFlag(ctx, "pods-api-socket") ?? PODS_API_SOCKET,
     ipv6Prefix,
     identity: identityFlags(ctx),

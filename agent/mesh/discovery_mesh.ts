@@ -14,6 +14,7 @@ import type { ServicesView } from "../services_view.ts";
 import { MeshNode } from "./mesh_node.ts";
 import type { Announcers } from "./coordinator.ts";
 import type { ClusterCa } from "./node_tls.ts";
+import type { NodeCertificateStatus } from "./node_identity.ts";
 import { writeJsonStatus } from "../status_file.ts";
 
 /** Options of `DiscoveryMesh`. */
@@ -33,6 +34,10 @@ export interface DiscoveryMeshOptions {
   /** The coordinator's polls of announced objects (change notification). */
   announce?: Announcers;
   pollMs?: number;
+  /** Lifetime of the node certificate, renewed at half of it (`--node-cert-lifetime`, default 24 h). */
+  nodeCertLifetimeMs?: number;
+  /** Coordinator lease duration (default 15 s; tests shorten it). */
+  leaseMs?: number;
   /** Every newer snapshot (after mesh.json is updated). */
   onSnapshot?: (snapshot: ClusterSnapshot) => void;
   /** When this node's Ready Pods or endpoints changed (the node record follows). */
@@ -49,6 +54,8 @@ export interface MeshStatus {
   coordinator: boolean;
   connectedTo?: string;
   lastError?: string;
+  /** The mesh node certificate: when it expires, when renewal is due, renewal failures. */
+  nodeCertificate?: NodeCertificateStatus;
   podsApi: { synced: boolean; pods: number; error?: string };
   local: EndpointSet;
   snapshot?: { term: number; version: number; nodes: number; endpoints: EndpointSet };
@@ -89,6 +96,9 @@ export class DiscoveryMesh {
       },
       announce: this.#o.announce,
       pollMs: this.#o.pollMs,
+      leaseMs: this.#o.leaseMs,
+      nodeCertLifetimeMs: this.#o.nodeCertLifetimeMs,
+      onNodeCertificate: () => this.#writeStatus(),
       log: this.#o.log,
     });
     await this.#mesh.start();
@@ -125,6 +135,16 @@ export class DiscoveryMesh {
   /** True while this node's member stream to the coordinator is up. */
   connected(): boolean {
     return this.#mesh?.member.connected() ?? false;
+  }
+
+  /** The mesh node certificate's status (undefined until the mesh started). */
+  nodeCertificate(): NodeCertificateStatus | undefined {
+    return this.#mesh?.nodeCertificate();
+  }
+
+  /** Streams this node's member opened to a coordinator (reconnects count). */
+  streamsOpened(): number {
+    return this.#mesh?.member.streamsOpened ?? 0;
   }
 
   /** Whether this agent steps the leases now (`MeshNode.contends`; true before the mesh runs). */
@@ -176,6 +196,7 @@ export class DiscoveryMesh {
       nodeId: this.#o.nodeId,
       coordinator: !!this.#mesh?.coordinator,
       ...this.#mesh?.member.state,
+      nodeCertificate: this.#mesh?.nodeCertificate(),
       podsApi: { synced: !!view?.synced, pods: view?.pods.length ?? 0, error: view?.error },
       local: this.#local,
       snapshot: this.#snapshot,
