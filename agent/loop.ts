@@ -101,7 +101,7 @@ export class Loop<S = unknown> {
     this.#hintTimer = setTimeout(() => {
       this.#hintTimer = undefined;
       this.#request(false);
-    }, due - performance.now());
+    }, Math.max(0, due - performance.now()));
   }
 
   /** Stops the timers and waits for a running pass. */

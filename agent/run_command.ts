@@ -14,6 +14,7 @@ import { NodeRecordWriter } from "./node_record_writer.ts";
 import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
 import { ANNOUNCED_HINT_DELAY_MS, IndexNotifier } from "./mesh/index_notifier.ts";
 import { clusterAnnouncers } from "./mesh/index_poller.ts";
+import { NODE_CERT_LIFETIME } from "./mesh/node_identity.ts";
 import type { AnnouncedObject } from "../core/endpoint_snapshot.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
@@ -91,6 +92,9 @@ Flags:
   --mesh-advertise HOST     the address peers reach this node at (default --node-address)
   --cluster-ca SOURCE       the cluster CA of mesh certificates: "ssm" (default,
                             /<cluster>/_system/cluster-ca) or "file:PATH" (PEM on tmpfs)
+  --node-cert-lifetime DUR  lifetime of the mesh node certificate (default
+                            ${NODE_CERT_LIFETIME.default}, 2s..720h); renewed at half of it while
+                            the agent runs, retried with backoff when renewal fails
   --pods-api-socket PATH    kubelet's Pods API (default ${PODS_API_SOCKET})
   --kubelet-version X.Y.Z   the node's kubelet (vmconfig passes it): one without the Pods API
                             (before 1.36) is reported at once by the status and the node record
@@ -145,6 +149,7 @@ Example:
     "mesh-listen": { type: "string" },
     "mesh-advertise": { type: "string" },
     "cluster-ca": { type: "string", default: "ssm" },
+    "node-cert-lifetime": { type: "string", default: NODE_CERT_LIFETIME.default },
     "pods-api-socket": { type: "string", default: PODS_API_SOCKET },
     "kubelet-version": { type: "string" },
     "identity-interval": { type: "string", default: IDENTITY_DEFAULTS.interval },
@@ -257,6 +262,7 @@ Example:
         nodeId: f.nodeId,
         loadCa: () => loadClusterCa({ flag: f.clusterCa, provider, cluster }),
         listen: f.meshListen,
+        nodeCertLifetimeMs: f.nodeCertLifetimeMs,
         advertiseHost: f.meshAdvertise ?? f.nodeAddress ?? "127.0.0.1",
         podsApiSocket: f.podsApiSocket,
         kubeletVersion: f.kubeletVersion,

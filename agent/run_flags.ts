@@ -11,6 +11,7 @@ import { parseListen } from "../registry/server.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { kubeletMinor } from "./discovery/pods_api_problem.ts";
 import { IDENTITY_DEFAULTS } from "./identity/identity_loop.ts";
+import { NODE_CERT_LIFETIME, parseNodeCertLifetime } from "./mesh/node_identity.ts";
 
 /** Default locations and intervals on a node. */
 export const DEFAULTS = {
@@ -90,6 +91,9 @@ export function runFlags(ctx: CommandContext) {
     meshListen: stringFlag(ctx, "mesh-listen"),
     meshAdvertise: stringFlag(ctx, "mesh-advertise"),
     clusterCa: parseCaKeyFlag(stringFlag(ctx, "cluster-ca") ?? "ssm", "--cluster-ca"),
+    nodeCertLifetimeMs: parseNodeCertLifetime(
+      stringFlag(ctx, "node-cert-lifetime") ?? NODE_CERT_LIFETIME.default,
+    ),
     podsApiSocket: stringFlag(ctx, "pods-api-socket") ?? PODS_API_SOCKET,
     kubeletVersion: kubeletVersionFlag(stringFlag(ctx, "kubelet-version")),
     ipv6Prefix,

@@ -314,10 +314,12 @@ export class PodCertificates {
 
 /**
  * When a certificate is due: at 45–55 % of its lifetime, the point fixed by its serial number (so
- * renewals of many Pods spread out, and every pass and restart agrees on each one's time).
+ * renewals of many Pods spread out, and every pass and restart agrees on each one's time). The
+ * lifetime counts from `issuedAt` when given (a certificate backdated for clock skew whose life is
+ * short: node certificates of a few seconds in tests), else from `notBefore`.
  */
-export function renewAt(cert: X509Certificate): number {
-  const start = cert.notBefore.getTime();
+export function renewAt(cert: X509Certificate, issuedAt?: number): number {
+  const start = Math.max(cert.notBefore.getTime(), issuedAt ?? -Infinity);
   const life = cert.notAfter.getTime() - start;
   const u = parseInt(cert.serialNumber.slice(-4), 16) / 0x10000;
   return start + life * (0.45 + 0.1 * (Number.isFinite(u) ? u : 0.5));

@@ -15,6 +15,7 @@ import type { ServicesView } from "../services_view.ts";
 import { MeshNode } from "./mesh_node.ts";
 import type { Announcers } from "./coordinator.ts";
 import type { ClusterCa } from "./node_tls.ts";
+import type { NodeCertificateStatus } from "./node_identity.ts";
 import { writeJsonStatus } from "../status_file.ts";
 
 /** Options of `DiscoveryMesh`. */
@@ -36,6 +37,10 @@ export interface DiscoveryMeshOptions {
   /** The coordinator's polls of announced objects (change notification). */
   announce?: Announcers;
   pollMs?: number;
+  /** Lifetime of the node certificate, renewed at half of it (`--node-cert-lifetime`, default 24 h). */
+  nodeCertLifetimeMs?: number;
+  /** Coordinator lease duration (default 15 s; tests shorten it). */
+  leaseMs?: number;
   /** Every newer snapshot (after mesh.json is updated). */
   onSnapshot?: (snapshot: ClusterSnapshot) => void;
   /**
@@ -55,6 +60,8 @@ export interface MeshStatus {
   coordinator: boolean;
   connectedTo?: string;
   lastError?: string;
+  /** The mesh node certificate: when it expires, when renewal is due, renewal failures. */
+  nodeCertificate?: NodeCertificateStatus;
   /** `problem`: why this node reports no endpoints (`podsApiProblem`), one line. */
   podsApi: { synced: boolean; pods: number; error?: string; problem?: string };
   local: EndpointSet;
@@ -96,6 +103,9 @@ export class DiscoveryMesh {
       },
       announce: this.#o.announce,
       pollMs: this.#o.pollMs,
+      leaseMs: this.#o.leaseMs,
+      nodeCertLifetimeMs: this.#o.nodeCertLifetimeMs,
+      onNodeCertificate: () => this.#writeStatus(),
       log: this.#o.log,
     });
     await this.#mesh.start();
@@ -136,6 +146,16 @@ export class DiscoveryMesh {
   /** True while this node's member stream to the coordinator is up. */
   connected(): boolean {
     return this.#mesh?.member.connected() ?? false;
+  }
+
+  /** The mesh node certificate's status (undefined until the mesh started). */
+  nodeCertificate(): NodeCertificateStatus | undefined {
+    return this.#mesh?.nodeCertificate();
+  }
+
+  /** Streams this node's member opened to a coordinator (reconnects count). */
+  streamsOpened(): number {
+    return this.#mesh?.member.streamsOpened ?? 0;
   }
 
   /** Whether this agent steps the leases now (`MeshNode.contends`; true before the mesh runs). */
@@ -198,6 +218,7 @@ export class DiscoveryMesh {
       nodeId: this.#o.nodeId,
       coordinator: !!this.#mesh?.coordinator,
       ...this.#mesh?.member.state,
+      nodeCertificate: this.#mesh?.nodeCertificate(),
       podsApi: {
         synced: !!view?.synced,
         pods: view?.pods.length ?? 0,

@@ -68,6 +68,8 @@ export class MeshMember {
   #quietUntil?: number;
   /** Reports this member sent (the scale test counts messages). */
   reportsOut = 0;
+  /** Streams this member opened to a coordinator (the renewal test counts reconnects). */
+  streamsOpened = 0;
 
   constructor(options: MeshMemberOptions) {
     this.#o = options;
@@ -175,6 +177,7 @@ export class MeshMember {
       exchange(): MemberStream;
     }).exchange();
     this.#stream = stream;
+    this.streamsOpened++;
     let ended = false;
     const end = (why: string) => {
       if (ended) return;

@@ -21,14 +21,8 @@ import {
   MESH_CHANNEL_OPTIONS,
   MESH_SERVICE,
 } from "./mesh_service.ts";
-import {
-  type ClusterCa,
-  issueNodeTls,
-  nodeServerName,
-  type NodeTls,
-  peerNodeId,
-  serverCredentials,
-} from "./node_tls.ts";
+import { type NodeCertificateStatus, NodeIdentity } from "./node_identity.ts";
+import { type ClusterCa, nodeServerName, type NodeTls, peerNodeId } from "./node_tls.ts";
 
 /** How long a stopping coordinator leaves its members to drop their sessions (their reconnect backoff is at most 2 s). */
 const SESSION_DRAIN_MS = 2_500;
@@ -57,6 +51,12 @@ export interface MeshNodeOptions {
   announce?: Announcers;
   /** Their interval (default 2 s). */
   pollMs?: number;
+  /** Lifetime of the node certificate, renewed at half of it (default 24 h; `--node-cert-lifetime`). */
+  nodeCertLifetimeMs?: number;
+  /** After each renewal of the node certificate, or failed renewal. */
+  onNodeCertificate?: (status: NodeCertificateStatus) => void;
+  /** Issues node certificates (default from `ca`; tests make it fail). */
+  issueNodeTls?: ConstructorParameters<typeof NodeIdentity>[0]["issue"];
   log: Logger;
 }
 
@@ -66,7 +66,7 @@ export class MeshNode {
   readonly member: MeshMember;
   readonly #lease: BucketLease;
   readonly #gate: ContentionGate;
-  #tls?: NodeTls;
+  readonly #identity: NodeIdentity;
   #server?: grpc.Server;
   #port = 0;
   #coordinator?: Coordinator;
@@ -85,10 +85,21 @@ export class MeshNode {
       contenders: options.contenders,
       slotMs: this.#stepMs(),
     });
+    this.#identity = new NodeIdentity({
+      ca: options.ca,
+      cluster: options.cluster,
+      nodeGroup: options.nodeGroup,
+      nodeId: options.nodeId,
+      lifetimeMs: options.nodeCertLifetimeMs,
+      issue: options.issueNodeTls,
+      onChange: options.onNodeCertificate,
+      log: options.log,
+    });
     this.member = new MeshMember({
       nodeId: options.nodeId,
       nodeGroup: options.nodeGroup,
-      tls: () => this.#tls!,
+      // Each new channel presents the current certificate; an open stream keeps its session.
+      tls: (): NodeTls => this.#identity.current,
       coordinator: () => readCoordinatorRecord(options.store),
       // A record changes only when a lease is won: after a loss, one read, none for a lease,
       // then one per election step.
@@ -120,16 +131,24 @@ export class MeshNode {
     return this.#port;
   }
 
-  /** Issues the node certificate, binds the server, starts the election and the member. */
+  /** The node certificate's status (when it expires, renewal failures); undefined before start. */
+  nodeCertificate(): NodeCertificateStatus | undefined {
+    return this.#identity.status();
+  }
+
+  /**
+   * Issues the node certificate (renewed at half-life from then on), binds the server, starts the
+   * election and the member.
+   */
   async start(): Promise<void> {
     this.#stopped = false;
-    this.#tls = await issueNodeTls({
-      ca: this.#o.ca,
-      cluster: this.#o.cluster,
-      nodeGroup: this.#o.nodeGroup,
-      nodeId: this.#o.nodeId,
-    });
-    await this.#bind();
+    await this.#identity.start();
+    try {
+      await this.#bind();
+    } catch (err) {
+      await this.#identity.stop();
+      throw err;
+    }
     this.member.start();
     void this.#elect();
   }
@@ -144,6 +163,7 @@ export class MeshNode {
     this.#stopped = true;
     clearTimeout(this.#timer);
     this.member.stop();
+    await this.#identity.stop();
     const wasCoordinator = this.#coordinator !== undefined;
     this.#coordinator?.stop();
     this.#coordinator = undefined;
@@ -157,6 +177,7 @@ export class MeshNode {
     this.#stopped = true;
     clearTimeout(this.#timer);
     this.member.stop();
+    void this.#identity.stop();
     this.#coordinator?.stop();
     this.#coordinator = undefined;
     this.#server?.forceShutdown();
@@ -179,7 +200,8 @@ export class MeshNode {
       },
     });
     this.#port = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(this.#o.listen, serverCredentials(this.#tls!), (err, port) => {
+      // Bound once: each renewal swaps the certificate of new handshakes (NodeServerCredentials).
+      server.bindAsync(this.#o.listen, this.#identity.serverCredentials, (err, port) => {
         if (err) reject(err);
         else resolve(port);
       });

@@ -1,8 +1,8 @@
 /**
- * The node's mesh identity (spec §7.9): a node certificate issued in memory from the cluster CA
- * (`/<cluster>/_system/cluster-ca`: certificate and key PEM), renewed at half-life; and the TLS
- * material of the mesh's gRPC server and clients: TLS 1.3 only, both sides authenticated by the
- * cluster CA. Keys never leave memory.
+ * The node's mesh TLS material (spec §7.9): a node certificate issued in memory from the cluster
+ * CA (`/<cluster>/_system/cluster-ca`: certificate and key PEM; renewed at half-life by
+ * `NodeIdentity`, node_identity.ts), and the credentials of the mesh's gRPC server and clients:
+ * TLS 1.3 only, both sides authenticated by the cluster CA. Keys never leave memory.
  */
 
 import { Buffer } from "node:buffer";
@@ -56,19 +56,28 @@ export interface NodeTls {
   caPem: string;
   certPem: string;
   keyPem: string;
+  /** The certificate's serial number (hex), for status and logs. */
+  serial: string;
   notAfter: Date;
+  /** When it is due for renewal (epoch ms): 45–55 % of its life from issuance. */
   renewAt: number;
 }
 
-/** Issues this node's certificate from the cluster CA. */
-export async function issueNodeTls(options: {
+/** Options of `issueNodeTls`. */
+export interface IssueNodeTlsOptions {
   ca: ClusterCa;
   cluster: string;
   nodeGroup: string;
   nodeId: string;
+  /** Issuance time (default now). */
   now?: Date;
+  /** Lifetime from `now` (default `LIFETIMES.leafMs`, 24 h); capped at the CA certificate's end. */
   lifetimeMs?: number;
-}): Promise<NodeTls> {
+}
+
+/** Issues this node's certificate (and a new key) from the cluster CA. */
+export async function issueNodeTls(options: IssueNodeTlsOptions): Promise<NodeTls> {
+  const now = options.now ?? new Date();
   const keys = await generateKeyPair();
   const cert = await issueLeaf({
     ca: { certificate: options.ca.certificate, privateKey: options.ca.privateKey },
@@ -80,15 +89,17 @@ export async function issueNodeTls(options: {
       dnsNames: [nodeServerName(options.cluster, options.nodeId)],
     },
     publicKey: keys.publicKey,
-    now: options.now,
+    now,
     lifetimeMs: options.lifetimeMs,
   });
   return {
     caPem: options.ca.pem,
     certPem: certificatesPem([cert]),
     keyPem: await privateKeyPem(keys.privateKey),
+    serial: cert.serialNumber,
     notAfter: cert.notAfter,
-    renewAt: renewAt(cert),
+    // From issuance, not from the backdated notBefore: a short lifetime renews within it.
+    renewAt: renewAt(cert, now.getTime()),
   };
 }
 
@@ -100,17 +111,55 @@ export function nodeUriPrefix(cluster: string): string {
   );
 }
 
-/** Server credentials: TLS 1.3 only, a client certificate from the cluster CA required. */
-export function serverCredentials(t: NodeTls): grpc.ServerCredentials {
-  const creds = grpc.ServerCredentials.createSsl(
-    Buffer.from(t.caPem),
-    [{ private_key: Buffer.from(t.keyPem), cert_chain: Buffer.from(t.certPem) }],
-    true,
-  );
-  // grpc-js builds its http2 server from these options: add the protocol floor.
-  const base = creds._getConstructorOptions.bind(creds);
-  creds._getConstructorOptions = () => ({ ...base(), minVersion: "TLSv1.3" });
-  return creds;
+/**
+ * What a server's secure context is made of: TLS 1.3 only, this node's certificate, clients
+ * verified by the cluster CA. `minVersion` belongs here, not only in the server's constructor
+ * options: a secure context swapped in by `setSecureContext` without it accepts TLS 1.2 (seen with
+ * Deno 2.9's node:http2).
+ */
+function serverContextOptions(t: NodeTls): tls.SecureContextOptions {
+  return {
+    ca: Buffer.from(t.caPem),
+    cert: Buffer.from(t.certPem),
+    key: Buffer.from(t.keyPem),
+    minVersion: "TLSv1.3",
+  };
+}
+
+/**
+ * Server credentials whose certificate can be replaced while the server runs: grpc-js (1.14)
+ * watches `ServerCredentials` for new secure context options and hands them to its http2 server's
+ * `setSecureContext`, so new handshakes get the new certificate and established sessions go on.
+ * TLS 1.3 only, a client certificate from the cluster CA required.
+ */
+export class NodeServerCredentials extends grpc.ServerCredentials {
+  constructor(t: NodeTls) {
+    super(
+      { requestCert: true, rejectUnauthorized: true, minVersion: "TLSv1.3" },
+      serverContextOptions(t),
+    );
+  }
+
+  /**
+   * Serves `t` to new handshakes. The material is checked first (`tls.createSecureContext`
+   * throws on a key that does not match): grpc-js would otherwise drop every new connection
+   * after a context it could not set.
+   */
+  update(t: NodeTls): void {
+    const options = serverContextOptions(t);
+    tls.createSecureContext(options);
+    this.updateSecureContextOptions(options);
+  }
+
+  /** Only itself: each server binds its own. */
+  override _equals(other: grpc.ServerCredentials): boolean {
+    return other === this;
+  }
+}
+
+/** Server credentials of `t` (replace the certificate later with `update`). */
+export function serverCredentials(t: NodeTls): NodeServerCredentials {
+  return new NodeServerCredentials(t);
 }
 
 /** Client credentials: TLS 1.3 only, this node's certificate, servers verified by the cluster CA. */

@@ -99,6 +99,10 @@ export interface DiscoveryClusterOptions {
   servicesIntervalMs: number;
   /** Pods each Pods API holds before its agent starts. */
   initialPods?: (index: number) => SimPod[];
+  /** Lifetime of each agent's node certificate (default the agent's: 24 h). */
+  nodeCertLifetimeMs?: number;
+  /** Coordinator lease duration (default the agent's: 15 s). */
+  leaseMs?: number;
 }
 
 /** Agents in this process, on one bucket. */
@@ -108,52 +112,72 @@ export class DiscoveryCluster {
 
   /** Starts the Pods APIs, then every agent (all at once). */
   static async start(o: DiscoveryClusterOptions): Promise<DiscoveryCluster> {
-    const c = new DiscoveryCluster();
-    for (const index of o.indices) {
-      const pods = await PodsApiServer.start(path.join(o.dir, `pods-${index}.sock`));
-      for (const p of o.initialPods?.(index) ?? []) pods.set(p);
-      const id = nodeId(index);
-      // deno-lint-ignore prefer-const
-      let agent: ClusterAgent;
-      // deno-lint-ignore prefer-const
-      let mesh: DiscoveryMesh;
-      const notifier = new IndexNotifier({ object: "services", connected: () => mesh.connected() });
-      const services = new ServicesView({
-        store: o.store,
-        intervalMs: o.servicesIntervalMs,
-        gate: (held) => notifier.shouldRead(held),
-      });
-      mesh = new DiscoveryMesh({
-        store: o.store,
-        cluster: "test",
-        nodeGroup: "workers",
-        nodeId: id,
-        loadCa: () => Promise.resolve(o.ca),
-        listen: "127.0.0.1:0",
-        advertiseHost: "127.0.0.1",
-        podsApiSocket: pods.socket,
-        services,
-        servicesIntervalMs: o.servicesIntervalMs,
-        announce: clusterAnnouncers(o.store, { intervalMs: o.servicesIntervalMs }),
-        pollMs: o.servicesIntervalMs,
-        onSnapshot: (s) => {
-          if (notifier.onSnapshot(s, services.etag)) {
-            agent.servicesAnnouncedAt = performance.now();
-            void services.refresh(Date.now());
-          }
-          agent.snapshot = s;
-          agent.arrivedAt = performance.now();
-          agent.received++;
-          c.#wake();
-        },
-        stateDir: path.join(o.dir, id),
-        log: silentLogger,
-      });
-      agent = { index, id, pods, mesh, received: 0, services };
-      c.agents.push(agent);
-    }
-    await Promise.all(c.agents.map((a) => a.mesh.start()));
+    const c = new DiscoveryCluster(o);
+    const added: ClusterAgent[] = [];
+    for (const index of o.indices) added.push(await c.#add(index));
+    await Promise.all(added.map((a) => a.mesh.start()));
     return c;
+  }
+
+  readonly #o: DiscoveryClusterOptions;
+
+  private constructor(o: DiscoveryClusterOptions) {
+    this.#o = o;
+  }
+
+  /** Starts one more agent (index not yet used) on the same bucket: a node that joins later. */
+  async join(index: number): Promise<ClusterAgent> {
+    const agent = await this.#add(index);
+    await agent.mesh.start();
+    return agent;
+  }
+
+  async #add(index: number): Promise<ClusterAgent> {
+    const o = this.#o;
+    const pods = await PodsApiServer.start(path.join(o.dir, `pods-${index}.sock`));
+    for (const p of o.initialPods?.(index) ?? []) pods.set(p);
+    const id = nodeId(index);
+    // deno-lint-ignore prefer-const
+    let agent: ClusterAgent;
+    // deno-lint-ignore prefer-const
+    let mesh: DiscoveryMesh;
+    const notifier = new IndexNotifier({ object: "services", connected: () => mesh.connected() });
+    const services = new ServicesView({
+      store: o.store,
+      intervalMs: o.servicesIntervalMs,
+      gate: (held) => notifier.shouldRead(held),
+    });
+    mesh = new DiscoveryMesh({
+      store: o.store,
+      cluster: "test",
+      nodeGroup: "workers",
+      nodeId: id,
+      loadCa: () => Promise.resolve(o.ca),
+      listen: "127.0.0.1:0",
+      advertiseHost: "127.0.0.1",
+      podsApiSocket: pods.socket,
+      services,
+      servicesIntervalMs: o.servicesIntervalMs,
+      announce: clusterAnnouncers(o.store, { intervalMs: o.servicesIntervalMs }),
+      pollMs: o.servicesIntervalMs,
+      nodeCertLifetimeMs: o.nodeCertLifetimeMs,
+      leaseMs: o.leaseMs,
+      onSnapshot: (s) => {
+        if (notifier.onSnapshot(s, services.etag)) {
+          agent.servicesAnnouncedAt = performance.now();
+          void services.refresh(Date.now());
+        }
+        agent.snapshot = s;
+        agent.arrivedAt = performance.now();
+        agent.received++;
+        this.#wake();
+      },
+      stateDir: path.join(o.dir, id),
+      log: silentLogger,
+    });
+    agent = { index, id, pods, mesh, received: 0, services };
+    this.agents.push(agent);
+    return agent;
   }
 
   /** Resolves once `f()` holds (checked on every snapshot and by `wake()`), or rejects after `timeoutMs`. */
