@@ -12,6 +12,7 @@ import { S3Store } from "../../core/s3_store.ts";
 import { moto } from "../support/moto.ts";
 import { podmin } from "../support/programs.ts";
 import { regionRedirectProxy } from "../support/region_redirect_proxy.ts";
+import { DEFAULT_CATALOG } from "../../cli/setup/default_catalog.ts";
 
 /** A bucket created in eu-west-1 (LocationConstraint), straight on moto. */
 async function farBucket(name: string): Promise<S3Client> {
@@ -75,6 +76,21 @@ Deno.test("setup [moto behind a region-redirect proxy]: the publication and OTel
   const proxy = regionRedirectProxy(m.endpoint);
   const tmp = await Deno.makeTempDir({ prefix: "podmin-far-" });
   try {
+    // --otel-logs needs a Fluent Bit pin for the NodeGroup's architecture (setup stops at the
+    // downloads here, so the URL is never fetched).
+    const catalog = `${tmp}/catalog.json`;
+    await Deno.writeTextFile(
+      catalog,
+      JSON.stringify({
+        dependencies: [...DEFAULT_CATALOG.dependencies, {
+          name: "fluent-bit",
+          version: "4.0.3",
+          arch: "arm64",
+          url: "https://packages.example.com/fluent-bit_4.0.3_arm64.deb",
+          sha256: "f".repeat(64),
+        }],
+      }),
+    );
     const args = (publish: string, otelCa: string) => [
       "--bucket",
       `s3://podmin-far-${Date.now().toString(36)}`,
@@ -93,6 +109,8 @@ Deno.test("setup [moto behind a region-redirect proxy]: the publication and OTel
       publish,
       "--otel-logs",
       `https://otel.example.net:4318,ca=${otelCa}`,
+      "--dependency-catalog",
+      catalog,
     ];
     const env = {
       PODMIN_CACHE_DIR: `${tmp}/cache`,
