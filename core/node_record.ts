@@ -160,9 +160,7 @@ export function parseNodeRecord(bytes: Uint8Array, key: string): NodeRecord {
       ? { endpoints: parseEndpointSet(d.endpoints, `${key} endpoints`) }
       : {}),
     // Untrusted text shown on a terminal: one line, printable, bounded.
-    ...(d.problem !== undefined
-      ? { problem: oneLine(String(d.problem)).slice(0, 512) }
-      : {}),
+    ...(d.problem !== undefined ? { problem: oneLine(String(d.problem)).slice(0, 512) } : {}),
   };
 }
 
