@@ -23,9 +23,13 @@ import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../core/node_record.ts
 import { CaView } from "./identity/ca_view.ts";
 import { type TelemetryStatus } from "./identity/telemetry.ts";
 import * as path from "node:path";
-import { REGISTRY_LISTEN } from "../registry/defaults.ts";
+import {
+  REGISTRY_LISTEN,
+  REGISTRY_REDIRECT_MIN_BYTES,
+  REGISTRY_REDIRECT_TTL,
+} from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
-import { parseListen, serveRegistry } from "../registry/server.ts";
+import { parseListen, type RegistryRedirect, serveRegistry } from "../registry/server.ts";
 import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity/identity_loop.ts";
 import { DEFAULTS, runFlags } from "./run_flags.ts";
 import { caKeySource, loadClusterCa, telemetryIdentity } from "./run_parts.ts";
@@ -121,6 +125,13 @@ Flags:
   --registry-allow-non-loopback
                             allow a non-loopback --registry-listen (no authentication:
                             only where a firewall restricts who reaches it)
+  --registry-redirect-min-bytes N|off
+                            on an S3 bucket, answer a registry GET of a blob of at least N
+                            bytes (KiB/MiB/GiB suffixes; default 1MiB) with a 307 to a
+                            presigned URL of its key at the store's endpoint; "off" serves
+                            every blob through the registry, verified
+  --registry-redirect-ttl DUR
+                            lifetime of those URLs, 1s to 1h (default ${REGISTRY_REDIRECT_TTL})
 
 Example:
   podmin-agent run --bucket s3://my-cluster --cluster prod --nodegroup workers --once`,
@@ -159,6 +170,11 @@ Example:
     "clock-skew": { type: "string", default: IDENTITY_DEFAULTS.clockSkew },
     "registry-listen": { type: "string", default: REGISTRY_LISTEN },
     "registry-allow-non-loopback": { type: "boolean", default: false },
+    "registry-redirect-min-bytes": {
+      type: "string",
+      default: String(REGISTRY_REDIRECT_MIN_BYTES),
+    },
+    "registry-redirect-ttl": { type: "string", default: REGISTRY_REDIRECT_TTL },
   },
   async run(ctx) {
     const f = runFlags(ctx);
@@ -232,7 +248,13 @@ Example:
 
     const abort = new AbortController();
     if (f.registryListen !== "off") {
-      hostRegistry({ store, listen: f.registryListen, signal: abort.signal, log });
+      hostRegistry({
+        store,
+        listen: f.registryListen,
+        redirect: f.registryRedirect,
+        signal: abort.signal,
+        log,
+      });
     }
     const telemetry = telemetryIdentity({
       f,
@@ -437,6 +459,7 @@ async function runOnce(options: {
 function hostRegistry(options: {
   store: ObjectStore;
   listen: string;
+  redirect: RegistryRedirect | undefined;
   signal: AbortSignal;
   log: Logger;
 }): void {
@@ -445,6 +468,7 @@ function hostRegistry(options: {
     serveRegistry({
       reader: new ImageReader({ store: options.store }),
       log: createLogger("registry"),
+      redirect: options.redirect,
       hostname,
       port,
       signal: options.signal,

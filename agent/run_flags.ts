@@ -6,8 +6,12 @@ import { UsageError } from "../core/errors.ts";
 import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../core/ipv6.ts";
 import { checkClusterId, checkNodeGroup, checkNodeId } from "../core/names.ts";
 import { defaultRegion } from "../core/store_url.ts";
-import { REGISTRY_LISTEN } from "../registry/defaults.ts";
-import { parseListen } from "../registry/server.ts";
+import {
+  REGISTRY_LISTEN,
+  REGISTRY_REDIRECT_MIN_BYTES,
+  REGISTRY_REDIRECT_TTL,
+} from "../registry/defaults.ts";
+import { parseListen, parseRedirect } from "../registry/server.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { kubeletMinor } from "./discovery/pods_api_problem.ts";
 import { IDENTITY_DEFAULTS } from "./identity/identity_loop.ts";
@@ -58,6 +62,13 @@ export function runFlags(ctx: CommandContext) {
       allowFlag: "--registry-allow-non-loopback",
     });
   }
+  const registryRedirect = parseRedirect({
+    minBytes: stringFlag(ctx, "registry-redirect-min-bytes") ??
+      String(REGISTRY_REDIRECT_MIN_BYTES),
+    ttl: stringFlag(ctx, "registry-redirect-ttl") ?? REGISTRY_REDIRECT_TTL,
+    minBytesFlag: "--registry-redirect-min-bytes",
+    ttlFlag: "--registry-redirect-ttl",
+  });
   // The delegated Pod prefix (the dataplane's input): refused when it is not an IPv6 prefix.
   const ipv6Prefix = stringFlag(ctx, "ipv6-prefix");
   if (ipv6Prefix !== undefined) {
@@ -107,6 +118,7 @@ export function runFlags(ctx: CommandContext) {
     secretsIntervalMs: parseDuration(secretsInterval, "--secrets-interval"),
     once: booleanFlag(ctx, "once"),
     registryListen,
+    registryRedirect,
   };
 }
 

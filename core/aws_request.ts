@@ -5,7 +5,7 @@
  * The CLI's administrative calls (buckets, EC2, Auto Scaling) keep the SDK.
  */
 
-import { EMPTY_SHA256, signV4 } from "./aws_sigv4.ts";
+import { EMPTY_SHA256, presignV4, signV4 } from "./aws_sigv4.ts";
 import { type CredentialSource, sharedCredentials } from "./aws_credentials.ts";
 import { sha256Hex } from "./digest.ts";
 import { headBoundedFetch } from "./request_bounds.ts";
@@ -92,6 +92,41 @@ export class AwsRequester {
     const body = call.body as Uint8Array<ArrayBuffer> | undefined;
     return await this.#fetch(call.url, { method: call.method, headers, body });
   }
+
+  /**
+   * A presigned URL with the requester's current credentials (a session token, when they have
+   * one, is part of the URL as SigV4 requires). Its lifetime is `expiresSeconds`, shortened to
+   * the credentials' remaining validity: S3 refuses a URL whose session has expired anyway.
+   */
+  async presign(call: AwsPresignCall): Promise<URL> {
+    const credentials = await this.#credentials();
+    const now = call.now ?? new Date();
+    let seconds = call.expiresSeconds;
+    if (credentials.expiration) {
+      const left = Math.floor((credentials.expiration.getTime() - now.getTime()) / 1000);
+      seconds = Math.max(1, Math.min(seconds, left));
+    }
+    return presignV4({
+      method: call.method,
+      url: call.url,
+      credentials,
+      region: this.region,
+      service: call.service,
+      expiresSeconds: seconds,
+      now,
+    });
+  }
+}
+
+/** One URL to presign (`presignV4`): a bodiless request, `host` its only signed header. */
+export interface AwsPresignCall {
+  method: string;
+  url: URL;
+  service: string;
+  /** Upper bound of the URL's lifetime, in seconds; never past the credentials' own expiry. */
+  expiresSeconds: number;
+  /** Signing time (default now). */
+  now?: Date;
 }
 
 /** Largest error body read; AWS error documents are a few hundred bytes. */

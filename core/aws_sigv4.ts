@@ -59,14 +59,88 @@ export function signV4(input: SignInput): Record<string, string> {
   ].join("\n");
   const scope = `${day}/${input.region}/${input.service}/aws4_request`;
   const toSign = ["AWS4-HMAC-SHA256", amzDate, scope, sha256Hex(canonical)].join("\n");
-  let key: Uint8Array = hmac(`AWS4${input.credentials.secretAccessKey}`, day);
-  for (const part of [input.region, input.service, "aws4_request"]) key = hmac(key, part);
-  const signature = createHmac("sha256", key).update(toSign).digest("hex");
+  const signature = createHmac("sha256", signingKey(input.credentials, day, input))
+    .update(toSign).digest("hex");
   delete headers.host; // fetch sends it from the URL
   headers.authorization =
     `AWS4-HMAC-SHA256 Credential=${input.credentials.accessKeyId}/${scope}, ` +
     `SignedHeaders=${signedHeaders}, Signature=${signature}`;
   return headers;
+}
+
+/** The payload hash a presigned URL signs: the body is not known when the URL is made. */
+export const UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD";
+
+/** Longest validity SigV4 allows a presigned URL (7 days), in seconds. */
+export const PRESIGN_MAX_SECONDS = 7 * 24 * 3600;
+
+/** What `presignV4` signs: a bodiless request whose only signed header is `host`. */
+export interface PresignInput {
+  method: string;
+  url: URL;
+  credentials: AwsCredentials;
+  region: string;
+  service: string;
+  /** Seconds the URL stays valid (`X-Amz-Expires`), 1 to `PRESIGN_MAX_SECONDS`. */
+  expiresSeconds: number;
+  /** Signing time (default now). */
+  now?: Date;
+}
+
+/**
+ * SigV4 query-string authentication (a presigned URL), as S3 defines it: `X-Amz-Algorithm`,
+ * `X-Amz-Credential`, `X-Amz-Date`, `X-Amz-Expires`, `X-Amz-SignedHeaders=host`, the session
+ * token when the credentials have one (`X-Amz-Security-Token`, signed), then `X-Amz-Signature`.
+ * The path is signed as sent (S3's rule) and the payload as `UNSIGNED-PAYLOAD`. The URL carries
+ * the access key id, never the secret; anyone holding it can make that one request until it
+ * expires, so it is not logged.
+ */
+export function presignV4(input: PresignInput): URL {
+  if (
+    !Number.isInteger(input.expiresSeconds) || input.expiresSeconds < 1 ||
+    input.expiresSeconds > PRESIGN_MAX_SECONDS
+  ) {
+    throw new RangeError(
+      `presigned URL lifetime ${input.expiresSeconds} s: must be 1 to ${PRESIGN_MAX_SECONDS} s`,
+    );
+  }
+  const amzDate = (input.now ?? new Date()).toISOString().replace(/[-:]|\.\d{3}/g, "");
+  const day = amzDate.slice(0, 8);
+  const scope = `${day}/${input.region}/${input.service}/aws4_request`;
+  const url = new URL(input.url);
+  const q = url.searchParams;
+  q.set("X-Amz-Algorithm", "AWS4-HMAC-SHA256");
+  q.set("X-Amz-Credential", `${input.credentials.accessKeyId}/${scope}`);
+  q.set("X-Amz-Date", amzDate);
+  q.set("X-Amz-Expires", String(input.expiresSeconds));
+  q.set("X-Amz-SignedHeaders", "host");
+  if (input.credentials.sessionToken) {
+    q.set("X-Amz-Security-Token", input.credentials.sessionToken);
+  }
+  const canonical = [
+    input.method,
+    canonicalPath(url.pathname, true),
+    canonicalQuery(q),
+    `host:${url.host}\n`,
+    "host",
+    UNSIGNED_PAYLOAD,
+  ].join("\n");
+  const toSign = ["AWS4-HMAC-SHA256", amzDate, scope, sha256Hex(canonical)].join("\n");
+  const signature = createHmac("sha256", signingKey(input.credentials, day, input))
+    .update(toSign).digest("hex");
+  // The query as signed (RFC 3986 encoded), so that no re-encoding by URLSearchParams differs.
+  url.search = `?${canonicalQuery(q)}&X-Amz-Signature=${signature}`;
+  return url;
+}
+
+function signingKey(
+  credentials: AwsCredentials,
+  day: string,
+  o: { region: string; service: string },
+): Uint8Array {
+  let key: Uint8Array = hmac(`AWS4${credentials.secretAccessKey}`, day);
+  for (const part of [o.region, o.service, "aws4_request"]) key = hmac(key, part);
+  return key;
 }
 
 /** RFC 3986 encoding as SigV4 wants it: everything but unreserved characters, `/` optional. */

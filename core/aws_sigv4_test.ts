@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { SignatureV4 } from "@smithy/signature-v4";
-import { EMPTY_SHA256, signV4 } from "./aws_sigv4.ts";
+import { EMPTY_SHA256, PRESIGN_MAX_SECONDS, presignV4, signV4 } from "./aws_sigv4.ts";
 import { sha256Hex } from "./digest.ts";
 import { SmithySha256 } from "../tests/support/smithy_sha256.ts";
 
@@ -129,5 +129,83 @@ Deno.test("sigv4: a different secret, time or header gives a different signature
   assert.match(
     a,
     /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/20261130\/eu-west-1\/s3\/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=[0-9a-f]{64}$/,
+  );
+});
+
+for (
+  const [what, url, sessionToken] of [
+    [
+      "a blob key on the dual-stack endpoint",
+      "https://b.s3.dualstack.eu-west-1.amazonaws.com/apps/blobs/sha256/ab%2Bc",
+      undefined,
+    ],
+    [
+      "a path-style endpoint with a port and a session token",
+      "http://127.0.0.1:5000/bucket/k",
+      "tok/en+=",
+    ],
+  ] as const
+) {
+  Deno.test(`sigv4 presign: ${what}: the same URL as the AWS SDK's presigner`, async () => {
+    const u = new URL(url);
+    const ours = presignV4({
+      method: "GET",
+      url: u,
+      credentials: { ...CREDS, sessionToken },
+      region: "eu-west-1",
+      service: "s3",
+      expiresSeconds: 300,
+      now: NOW,
+    });
+    const signer = new SignatureV4({
+      credentials: { ...CREDS, sessionToken },
+      region: "eu-west-1",
+      service: "s3",
+      sha256: SmithySha256,
+      uriEscapePath: false,
+    });
+    const theirs = await signer.presign({
+      method: "GET",
+      protocol: u.protocol,
+      hostname: u.hostname,
+      port: u.port ? Number(u.port) : undefined,
+      path: u.pathname,
+      query: {},
+      // As @aws-sdk/s3-request-presigner asks: an unsigned payload, `host` the only signed header.
+      headers: { host: u.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" },
+    }, {
+      signingDate: NOW,
+      expiresIn: 300,
+      unhoistableHeaders: new Set(["x-amz-content-sha256"]),
+      unsignableHeaders: new Set(["x-amz-content-sha256"]),
+    });
+    const q = theirs.query as Record<string, string>;
+    assert.equal(ours.searchParams.get("X-Amz-Signature"), q["X-Amz-Signature"]);
+    assert.deepEqual(
+      Object.fromEntries(ours.searchParams),
+      q,
+      "every query parameter as the SDK writes it",
+    );
+    assert.equal(ours.origin + ours.pathname, u.origin + u.pathname, "the exact object");
+    assert.ok(!ours.search.includes(CREDS.secretAccessKey), "the secret is not in the URL");
+  });
+}
+
+Deno.test("sigv4 presign: the lifetime must be 1 s to 7 days", () => {
+  const o = {
+    method: "GET",
+    url: new URL("https://s3.eu-west-1.amazonaws.com/b/k"),
+    credentials: CREDS,
+    region: "eu-west-1",
+    service: "s3",
+    now: NOW,
+  };
+  assert.throws(() => presignV4({ ...o, expiresSeconds: 0 }), RangeError);
+  assert.throws(() => presignV4({ ...o, expiresSeconds: PRESIGN_MAX_SECONDS + 1 }), RangeError);
+  const a = presignV4({ ...o, expiresSeconds: 60 });
+  assert.equal(a.searchParams.get("X-Amz-Expires"), "60");
+  assert.notEqual(
+    presignV4({ ...o, expiresSeconds: 61 }).searchParams.get("X-Amz-Signature"),
+    a.searchParams.get("X-Amz-Signature"),
   );
 });

@@ -105,6 +105,13 @@ export interface ObjectStore {
 
   /** Lists keys under a prefix. Never used on hot paths (teardown, destroy, status). */
   list(prefix: string): AsyncIterable<ObjectInfo>;
+
+  /**
+   * A URL through which anyone holding it can GET `key` directly from the store for at most
+   * `expiresSeconds` (S3: a SigV4 presigned URL). Stores without one (the filesystem) leave it
+   * out, and their objects are served by whoever reads them. Does not check that `key` exists.
+   */
+  presignGet?(key: string, options: { expiresSeconds: number }): Promise<URL>;
 }
 
 /** An object to write: its key, bytes and content type. */

@@ -413,6 +413,25 @@ export class S3Store implements ObjectStore {
     });
   }
 
+  /**
+   * A presigned GET of `key` at the store's endpoint (the bucket's regional dual-stack endpoint,
+   * or the configured one), signed for the bucket's region with the store's credential chain.
+   * Missing credentials are the store's PermanentStoreError.
+   */
+  async presignGet(key: string, options: { expiresSeconds: number }): Promise<URL> {
+    checkKey(key);
+    try {
+      return await this.#aws.presign({
+        method: "GET",
+        url: this.objectUrl(key),
+        service: "s3",
+        expiresSeconds: options.expiresSeconds,
+      });
+    } catch (err) {
+      throw this.#classify(err, key);
+    }
+  }
+
   async delete(key: string, options: { ifMatch?: string } = {}): Promise<void> {
     checkKey(key);
     await this.#retrying(key, async () => {

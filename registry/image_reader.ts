@@ -116,6 +116,31 @@ export class ImageReader {
   }
 
   /**
+   * Where a client may fetch a blob of at least `minBytes` straight from the store: a presigned
+   * URL of its exact key (`ObjectStore.presignGet`), valid for `expiresSeconds`. Undefined when
+   * the store has no such URLs (the filesystem) or the blob is smaller (it is served directly,
+   * verified). The object is HEADed first, every time: a missing blob throws NotFoundError (the
+   * client gets BLOB_UNKNOWN, not a redirect to a 404) and an unreachable store or refused
+   * credentials throw the store's error. Only a size already known to be below `minBytes` skips
+   * the HEAD (the GET that serves it then finds out).
+   */
+  async blobRedirect(
+    root: "apps" | "mirror",
+    digest: string,
+    options: { minBytes: number; expiresSeconds: number },
+  ): Promise<{ url: URL; key: string; size: number } | undefined> {
+    const presign = this.#store.presignGet?.bind(this.#store);
+    if (!presign) return undefined;
+    const key = imageBlobKey(root, digest.slice(7));
+    const known = this.#blobSizes.get(key);
+    if (known !== undefined && known < options.minBytes) return undefined;
+    const { size } = await this.#store.head(key);
+    this.#blobSizes.set(key, size);
+    if (size < options.minBytes) return undefined;
+    return { url: await presign(key, { expiresSeconds: options.expiresSeconds }), key, size };
+  }
+
+  /**
    * Streams a blob or a range of it (one GET, no HEAD). A whole blob is verified against its
    * digest while it streams: its last chunk is held back until the digest matches, so stored
    * bytes that are truncated or altered end the stream with an error and are never delivered as

@@ -14,6 +14,7 @@ import {
   UsageError,
   ValidationError,
 } from "../core/errors.ts";
+import { parseDuration } from "../core/duration.ts";
 import type { Logger } from "../core/log.ts";
 import { checkTag } from "../core/names.ts";
 import type { ByteRange } from "../core/object_store.ts";
@@ -52,17 +53,60 @@ export function parseRange(header: string, size: number): ByteRange | null | und
   return { start, end };
 }
 
+/**
+ * Redirected blob pulls: a blob GET of at least `minBytes` is answered `307` to a presigned URL of
+ * the blob's key in the S3 store, valid for `expiresSeconds` (the client verifies the digest, as
+ * every OCI client does).
+ */
+export interface RegistryRedirect {
+  minBytes: number;
+  expiresSeconds: number;
+}
+
+/** Longest lifetime `--redirect-ttl` accepts: a presigned URL is a bearer token for its blob. */
+export const REDIRECT_TTL_MAX_SECONDS = 3600;
+
+/**
+ * Parses the redirect flags: `minBytes` is `off` (no redirects), a byte count, or one with a
+ * `KiB`/`MiB`/`GiB` suffix; `ttl` a duration (`5m`) of 1 s to 1 h. Usage errors name the flags.
+ */
+export function parseRedirect(
+  options: { minBytes: string; ttl: string; minBytesFlag?: string; ttlFlag?: string },
+): RegistryRedirect | undefined {
+  const minFlag = options.minBytesFlag ?? "--redirect-min-bytes";
+  const ttlFlag = options.ttlFlag ?? "--redirect-ttl";
+  if (options.minBytes.trim() === "off" || options.ttl.trim() === "off") return undefined;
+  const m = /^(\d+)\s*(|B|KiB|MiB|GiB)$/.exec(options.minBytes.trim());
+  if (!m) {
+    throw new UsageError(`${minFlag}: ${JSON.stringify(options.minBytes)} is not a size`, {
+      hint:
+        `a byte count (1048576), with KiB, MiB or GiB (1MiB), or off to serve every blob directly`,
+    });
+  }
+  const unit = { "": 1, B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 }[m[2]]!;
+  const ms = parseDuration(options.ttl, ttlFlag);
+  const expiresSeconds = Math.floor(ms / 1000);
+  if (expiresSeconds < 1 || expiresSeconds > REDIRECT_TTL_MAX_SECONDS) {
+    throw new UsageError(`${ttlFlag} ${options.ttl}: must be 1s to 1h`, {
+      hint: "the presigned URL only has to outlive the start of the client's GET; minutes suffice",
+    });
+  }
+  return { minBytes: Number(m[1]) * unit, expiresSeconds };
+}
+
 /** Options of `createRegistryHandler`. */
 export interface RegistryHandlerOptions {
   reader: ImageReader;
   log: Logger;
+  /** Redirected blob pulls (effective on stores with presigned URLs: S3); absent: none. */
+  redirect?: RegistryRedirect;
 }
 
 /** Builds the HTTP handler (usable with Deno.serve and in tests). */
 export function createRegistryHandler(
   options: RegistryHandlerOptions,
 ): (req: Request) => Promise<Response> {
-  const { reader, log } = options;
+  const { reader, log, redirect } = options;
   return async (req) => {
     const url = new URL(req.url);
     const method = req.method;
@@ -176,6 +220,23 @@ export function createRegistryHandler(
       "ETag": `"${ref}"`,
     };
     try {
+      if (method === "GET" && redirect) {
+        // HEADs the blob first: a missing one is BLOB_UNKNOWN here, never a redirect to a 404.
+        const to = await reader.blobRedirect(repo.root, ref, redirect);
+        if (to) {
+          // The URL is a bearer token for the blob until it expires: the key is logged, never it.
+          log.debug("blob redirected", { key: to.key, bytes: to.size });
+          return new Response(null, {
+            status: 307,
+            headers: {
+              ...API_HEADERS,
+              "Docker-Content-Digest": ref,
+              "Location": to.url.href,
+              "Cache-Control": "no-store",
+            },
+          });
+        }
+      }
       if (method === "HEAD" || range) {
         const size = await reader.blobSize(repo.root, ref);
         if (method === "HEAD") {

@@ -6,8 +6,15 @@ import { writeOciLayout } from "../tests/support/oci_image.ts";
 import { ImageReader } from "./image_reader.ts";
 import { openImageSource } from "./image_source.ts";
 import { writeImage } from "./image_writer.ts";
-import { createRegistryHandler, parseListen, parseRange } from "./server.ts";
-import { UsageError } from "../core/errors.ts";
+import {
+  createRegistryHandler,
+  parseListen,
+  parseRange,
+  parseRedirect,
+  type RegistryRedirect,
+} from "./server.ts";
+import { UnavailableError, UsageError } from "../core/errors.ts";
+import { imageBlobKey } from "../core/bucket_layout.ts";
 
 /** Counts store calls by operation. */
 function counting(inner: ObjectStore) {
@@ -25,7 +32,7 @@ function counting(inner: ObjectStore) {
   return { store, calls };
 }
 
-async function setup() {
+async function setup(files?: Record<string, Uint8Array>) {
   const tmp = await Deno.makeTempDir({ prefix: "podmin-registry-unit-" });
   const layout = `${tmp}/layout`;
   const img = await writeOciLayout({
@@ -33,7 +40,7 @@ async function setup() {
     ref: "1.0",
     platforms: [{
       arch: "amd64",
-      files: { "hello": new TextEncoder().encode("#!/bin/sh\necho hi\n") },
+      files: files ?? { "hello": new TextEncoder().encode("#!/bin/sh\necho hi\n") },
     }],
   });
   const fs = new FsStore({ root: `${tmp}/bucket`, durable: false });
@@ -199,6 +206,167 @@ Deno.test("registry: parseListen refuses non-loopback addresses unless allowed, 
     assert.deepEqual(
       parseListen(bad, { allowNonLoopback: true }).port,
       Number(bad.split(":").pop()),
+    );
+  }
+});
+
+/**
+ * The redirect decision over a filesystem bucket given a presigner (the URLs themselves are
+ * S3's and checked against moto in tests/registry/redirect_test.ts): which requests redirect,
+ * what is HEADed first, and what is logged.
+ */
+async function redirecting(redirect: RegistryRedirect | undefined, o: { presign: boolean }) {
+  // Random bytes do not compress: the layer is larger than the config.
+  const base = await setup({ big: crypto.getRandomValues(new Uint8Array(32 * 1024)) });
+  const fs = new FsStore({ root: `${base.tmp}/bucket`, durable: false });
+  const { store, calls } = counting(fs);
+  let down = false;
+  const head = store.head;
+  store.head = (k) => down ? Promise.reject(new UnavailableError("store down")) : head(k);
+  if (o.presign) {
+    store.presignGet = (key, { expiresSeconds }) => {
+      calls.push(`presign ${key} ${expiresSeconds}`);
+      return Promise.resolve(new URL(`https://store.example/${key}?X-Amz-Signature=secret`));
+    };
+  }
+  const lines: string[] = [];
+  const log = createLogger("registry", { level: "debug", sink: (l) => lines.push(l) });
+  const handler = createRegistryHandler({ reader: new ImageReader({ store }), log, redirect });
+  const req = (path: string, init?: RequestInit) =>
+    handler(new Request(`http://registry${path}`, init));
+  const layer = base.manifest.layers[0] as { digest: string; size: number };
+  const config = base.manifest.config as { digest: string; size: number };
+  assert.ok(config.size < 32 * 1024 && layer.size > 32 * 1024, "a small config, a larger layer");
+  return { ...base, calls, req, layer, config, lines, setDown: (d: boolean) => down = d };
+}
+
+Deno.test("registry redirect: a blob at or above the threshold is a 307 to its exact key, HEADed first", async () => {
+  // 32 KiB: above the config, below the layer.
+  const t = await redirecting({ minBytes: 32 * 1024, expiresSeconds: 300 }, { presign: true });
+  try {
+    const key = imageBlobKey("apps", t.layer.digest.slice(7));
+    t.calls.splice(0);
+    const res = await t.req(`/v2/apps/hello/blobs/${t.layer.digest}`);
+    assert.equal(res.status, 307);
+    assert.equal(
+      res.headers.get("location"),
+      `https://store.example/${key}?X-Amz-Signature=secret`,
+    );
+    assert.equal(res.headers.get("docker-content-digest"), t.layer.digest);
+    assert.equal(await res.text(), "");
+    assert.deepEqual(t.calls, [`head ${key}`, `presign ${key} 300`], "HEAD, then presign; no GET");
+    // The log names the key, never the URL or its signature.
+    const logged = t.lines.join("\n");
+    assert.match(logged, new RegExp(`"key":"${key}"`));
+    assert.doesNotMatch(logged, /secret|store\.example|X-Amz/);
+    // A range GET of it redirects too (S3 answers the range).
+    const ranged = await t.req(`/v2/apps/hello/blobs/${t.layer.digest}`, {
+      headers: { Range: "bytes=0-1" },
+    });
+    assert.equal(ranged.status, 307);
+    await ranged.body?.cancel();
+  } finally {
+    await Deno.remove(t.tmp, { recursive: true });
+  }
+});
+
+Deno.test("registry redirect: smaller blobs, manifests and HEAD are served directly and verified", async () => {
+  // 32 KiB: above the config, below the layer.
+  const t = await redirecting({ minBytes: 32 * 1024, expiresSeconds: 300 }, { presign: true });
+  try {
+    t.calls.splice(0);
+    const small = await t.req(`/v2/apps/hello/blobs/${t.config.digest}`);
+    assert.equal(small.status, 200);
+    assert.equal((await small.arrayBuffer()).byteLength, t.config.size);
+    // Its size is now known to be below the threshold: the next GET is the GET alone.
+    t.calls.splice(0);
+    await (await t.req(`/v2/apps/hello/blobs/${t.config.digest}`)).arrayBuffer();
+    assert.deepEqual(t.calls.map((c) => c.split(" ")[0]), ["getStream"]);
+    for (const ref of ["1.0", t.img.digest]) {
+      const m = await t.req(`/v2/apps/hello/manifests/${ref}`);
+      assert.equal(m.status, 200, ref);
+      assert.equal(m.headers.get("docker-content-digest"), t.img.digest);
+      await m.arrayBuffer();
+    }
+    const head = await t.req(`/v2/apps/hello/blobs/${t.layer.digest}`, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get("content-length"), String(t.layer.size));
+    assert.ok(!t.calls.some((c) => c.startsWith("presign")), `no presign: ${t.calls}`);
+  } finally {
+    await Deno.remove(t.tmp, { recursive: true });
+  }
+});
+
+Deno.test("registry redirect: a missing blob is BLOB_UNKNOWN and an unreachable store 503, never a redirect", async () => {
+  const t = await redirecting({ minBytes: 0, expiresSeconds: 60 }, { presign: true });
+  try {
+    const missing = await t.req(`/v2/apps/hello/blobs/sha256:${"0".repeat(64)}`);
+    assert.equal(missing.status, 404);
+    assert.equal((await missing.json()).errors[0].code, "BLOB_UNKNOWN");
+    t.setDown(true);
+    const down = await t.req(`/v2/apps/hello/blobs/${t.layer.digest}`);
+    assert.equal(down.status, 503);
+    assert.equal((await down.json()).errors[0].code, "UNAVAILABLE");
+    assert.ok(!t.calls.some((c) => c.startsWith("presign")), `no presign: ${t.calls}`);
+    t.setDown(false);
+    const up = await t.req(`/v2/apps/hello/blobs/${t.layer.digest}`);
+    assert.equal(up.status, 307, "minBytes 0 redirects every blob");
+    await up.body?.cancel();
+  } finally {
+    await Deno.remove(t.tmp, { recursive: true });
+  }
+});
+
+Deno.test("registry redirect: the filesystem store (no presigned URLs) and redirect off serve every blob", async () => {
+  for (
+    const [what, redirect, presign] of [
+      ["filesystem store", { minBytes: 0, expiresSeconds: 60 }, false],
+      ["redirect off", undefined, true],
+    ] as const
+  ) {
+    const t = await redirecting(redirect, { presign });
+    try {
+      t.calls.splice(0);
+      const res = await t.req(`/v2/apps/hello/blobs/${t.layer.digest}`);
+      assert.equal(res.status, 200, what);
+      assert.equal((await res.arrayBuffer()).byteLength, t.layer.size, what);
+      assert.deepEqual(t.calls.map((c) => c.split(" ")[0]), ["getStream"], what);
+    } finally {
+      await Deno.remove(t.tmp, { recursive: true });
+    }
+  }
+});
+
+Deno.test("registry redirect: parseRedirect reads sizes, durations and off, naming the flag", () => {
+  assert.deepEqual(parseRedirect({ minBytes: "1MiB", ttl: "5m" }), {
+    minBytes: 1048576,
+    expiresSeconds: 300,
+  });
+  assert.deepEqual(parseRedirect({ minBytes: "4096", ttl: "30s" }), {
+    minBytes: 4096,
+    expiresSeconds: 30,
+  });
+  assert.equal(parseRedirect({ minBytes: "2GiB", ttl: "1h" })?.minBytes, 2 * 1024 ** 3);
+  assert.equal(parseRedirect({ minBytes: "off", ttl: "5m" }), undefined);
+  assert.equal(parseRedirect({ minBytes: "1MiB", ttl: "off" }), undefined);
+  for (
+    const [minBytes, ttl, re] of [
+      ["1MB", "5m", /--registry-redirect-min-bytes: "1MB" is not a size/],
+      ["-1", "5m", /is not a size/],
+      ["1MiB", "2h", /--registry-redirect-ttl 2h: must be 1s to 1h/],
+      ["1MiB", "500ms", /must be 1s to 1h/],
+    ] as const
+  ) {
+    assert.throws(
+      () =>
+        parseRedirect({
+          minBytes,
+          ttl,
+          minBytesFlag: "--registry-redirect-min-bytes",
+          ttlFlag: "--registry-redirect-ttl",
+        }),
+      (err: Error) => err instanceof UsageError && re.test(err.message),
+      `${minBytes} ${ttl}`,
     );
   }
 });

@@ -10,6 +10,7 @@ import { expectedKeys } from "./run_all.ts";
 import { nodePeerProgram } from "../support/node_peers.ts";
 
 const COREDNS = nodePeerProgram("coredns");
+const CONTAINERD = nodePeerProgram("containerd"); // the pull bench's CRI peer
 
 testWith(
   "bench --smoke: every benchmark reports every figure, ratio and verdict as a number",
@@ -18,7 +19,7 @@ testWith(
   {
     root: true,
     tools: ["distribution-registry", "curl", "openssl", "versitygw"],
-    files: [new URL(`file://${COREDNS}`)],
+    files: [new URL(`file://${COREDNS}`), new URL(`file://${CONTAINERD}`)],
   },
   async () => {
     const dir = await Deno.makeTempDir({ prefix: "podmin-bench-smoke-" });

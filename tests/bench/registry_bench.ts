@@ -101,6 +101,9 @@ async function podminRegistry(
       bucketUrl,
       "--listen",
       address,
+      // The proxied path (redirected pulls: pull_bench.ts).
+      "--redirect-min-bytes",
+      "off",
     ],
     env: { ...env, ...agent.env },
     base: `http://${address}`,

@@ -37,6 +37,8 @@ export const BENCHES: Bench[] = [
   // The longest (15–20 minutes: 1,000 simulated agents join over 4 minutes): only with --scale.
   { name: "cluster scale", script: "cluster_scale_bench.ts", optIn: true },
   { name: "registry", script: "registry_bench.ts" },
+  // containerd over CRI pulling through the registries (issue 35): needs root.
+  { name: "pull", script: "pull_bench.ts", root: true },
   { name: "identity", script: "identity_bench.ts" },
   { name: "CLI start", script: "cli_start_bench.ts" },
   {
@@ -78,6 +80,59 @@ export interface Row {
 
 /** The table: spec §10 "Benchmarks" names each key. */
 export const ROWS: Row[] = [
+  // End-to-end pulls (issue 35): containerd over CRI, 200 MiB image, times in seconds.
+  {
+    key: "pull_redirect_vs_raw",
+    label: "containerd pull, S3 store, redirected, vs raw presigned GET",
+    figure: "pull_redirect_s",
+    peer: "pull_raw_s",
+    unit: "s",
+    better: "lower",
+    goal: 0.95,
+  },
+  {
+    key: "pull_redirect_vs_distribution",
+    label: "containerd pull, S3 store, redirected, vs distribution redirected",
+    figure: "pull_redirect_s",
+    peer: "pull_distribution_redirect_s",
+    unit: "s",
+    better: "lower",
+    goal: 1,
+  },
+  {
+    key: "pull_registry_cpu",
+    label: "registry CPU per GiB pulled, redirected, vs distribution redirected",
+    figure: "pull_registry_cpu_s_per_gib",
+    peer: "pull_distribution_redirect_cpu_s_per_gib",
+    unit: "CPU-s/GiB",
+    better: "lower",
+    absolute: { max: 0.05 },
+  },
+  {
+    key: "pull_fs_vs_distribution",
+    label: "containerd pull, filesystem store, vs distribution's filesystem driver",
+    figure: "pull_fs_s",
+    peer: "pull_distribution_fs_s",
+    unit: "s",
+    better: "lower",
+    goal: 1,
+  },
+  {
+    key: "pull_proxied_vs_distribution",
+    label: "containerd pull, S3 store, proxied, vs distribution proxied (reference)",
+    figure: "pull_proxied_s",
+    peer: "pull_distribution_proxied_s",
+    unit: "s",
+    better: "lower",
+  },
+  {
+    key: "pull_proxied_cpu",
+    label: "registry CPU per GiB pulled, proxied, vs distribution proxied (reference)",
+    figure: "pull_registry_proxied_cpu_s_per_gib",
+    peer: "pull_distribution_proxied_cpu_s_per_gib",
+    unit: "CPU-s/GiB",
+    better: "lower",
+  },
   {
     key: "registry_s3_vs_raw",
     label: "registry blob GET, S3 store, vs raw S3 GET",

@@ -62,7 +62,12 @@ Deno.test("registry [moto]: store outage → 503 UNAVAILABLE with Retry-After; c
       assert.ok(img.digest);
     }
     const store = new S3Store({ bucket, region: "us-east-1" });
-    registry = await startRegistry(url, { env: { AWS_ENDPOINT_URL: proxy.endpoint } });
+    // Blobs served through the registry (redirected ones are verified by the client:
+    // tests/registry/redirect_test.ts).
+    registry = await startRegistry(url, {
+      env: { AWS_ENDPOINT_URL: proxy.endpoint },
+      args: ["--redirect-min-bytes", "off"],
+    });
     const base = `http://${registry.address}/v2/apps/img`;
     const OCI = "application/vnd.oci.image.manifest.v1+json";
 

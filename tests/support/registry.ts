@@ -12,10 +12,13 @@ export interface RunningRegistry {
   stop(): Promise<string>;
 }
 
-/** Starts the agent's registry for a bucket URL (extra `env` when given) and waits until it answers. */
+/**
+ * Starts the agent's registry for a bucket URL (extra `env` and flags such as
+ * `--redirect-min-bytes` when given) and waits until it answers.
+ */
 export async function startRegistry(
   bucketUrl: string,
-  options: { env?: Record<string, string> } = {},
+  options: { env?: Record<string, string>; args?: string[] } = {},
 ): Promise<RunningRegistry> {
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
@@ -29,6 +32,7 @@ export async function startRegistry(
       bucketUrl,
       "--listen",
       address,
+      ...options.args ?? [],
     ],
     env: options.env,
     stdin: "null",
