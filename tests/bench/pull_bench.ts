@@ -114,7 +114,10 @@ async function putPodmin(store: ObjectStore, image: Image): Promise<void> {
   for (
     const [bytes, d] of [[image.layer, image.layerDesc], [image.config, image.configDesc]] as const
   ) {
-    await store.putStream(imageBlobKey("apps", d.digest.slice(7)), new Blob([bytes as Uint8Array<ArrayBuffer>]).stream());
+    await store.putStream(
+      imageBlobKey("apps", d.digest.slice(7)),
+      new Blob([bytes as Uint8Array<ArrayBuffer>]).stream(),
+    );
   }
   const hex = sha256Hex(image.manifest);
   await store.put(imageManifestKey(repo, hex), image.manifest, { contentType: MANIFEST_TYPE });

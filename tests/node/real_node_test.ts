@@ -226,7 +226,11 @@ ${d.command ? `          command: ${JSON.stringify(d.command)}\n` : ""}`,
           path.join(stateDir, "node/etc/podmin/kubelet/config.yaml"),
         );
         // The pinned kubelet 1.36 has the local Pods API as alpha: the generator turns its gate on.
-        assert.match(kubeletConfig, /^featureGates:\n  PodsAPI: true$/m, "kubelet 1.36: gate PodsAPI");
+        assert.match(
+          kubeletConfig,
+          /^featureGates:\n {2}PodsAPI: true$/m,
+          "kubelet 1.36: gate PodsAPI",
+        );
         // Pods resolve through the node's CoreDNS, on the DNS address up put on the loopback.
         const dnsAddress = localDnsAddress(upOptions.podPrefix);
         assert.equal((await readState(stateDir))!.dnsAddress, dnsAddress);
