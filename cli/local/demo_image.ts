@@ -42,3 +42,13 @@ export async function writeDemoImageLayout(o: DemoImageOptions): Promise<string>
     },
   });
 }
+
+if (import.meta.main) {
+  // deno run -A cli/local/demo_image.ts DIR VERSION: the layout a person pushes by hand.
+  const [dir, version] = Deno.args;
+  if (!dir || !version) {
+    console.error("usage: deno run -A cli/local/demo_image.ts DIR VERSION (e.g. ./demo-1.0 1.0)");
+    Deno.exit(2);
+  }
+  console.log(`oci:${await writeDemoImageLayout({ dir, version })}:${version}`);
+}

@@ -487,7 +487,11 @@ class Demo {
       c.out(`     curl http://[${vip}]/ → ${probe.last!.trim()}`);
       c.out(`   $ sudo deno task podmin --bucket $B get deployments`);
       await this.#podmin([...B.split(" "), "get", "deployments"]);
-      c.out(`   $ sudo deno task podmin local exec -- crictl exec ${clientId} /demo get hello`);
+      c.out(
+        `   $ sudo deno task podmin local exec${
+          this.#nodeFlags().map((f) => ` ${f}`).join("")
+        } -- crictl exec ${clientId} /demo get hello`,
+      );
       await this.#until("an answer of demo:2.0 inside the client Pod", async () => {
         const r = await this.#podmin(
           [
