@@ -297,6 +297,16 @@ class Demo {
     this.#bucketWasThere = await Deno.stat(bucketDir).then(() => true, () => false);
     this.#work = await Deno.makeTempDir({ prefix: "podmin-demo-" });
     const B = `--bucket ${this.#bucket}`;
+    const flags = this.#nodeFlags().map((f) => ` ${f}`).join("");
+    const interrupted = () => {
+      c.out("");
+      c.out(
+        `demo interrupted: what it brought up stays; remove it with ` +
+          `'sudo deno task podmin local down${flags}${this.#bucketWasThere ? "" : " --purge"}'`,
+      );
+      Deno.exit(130);
+    };
+    Deno.addSignalListener("SIGINT", interrupted);
     c.out(`Podmin demo: a real node on this host (state ${c.stateDir}, files ${this.#work}).`);
     c.out(`The CLI below is this repository's: 'deno task podmin' = 'deno run -A cli/main.ts'.`);
     try {
@@ -516,6 +526,7 @@ class Demo {
       c.out(`Time to the first answered request: ${seconds(first)}.`);
       return 0;
     } finally {
+      Deno.removeSignalListener("SIGINT", interrupted);
       await this.#finish();
     }
   }
