@@ -122,16 +122,34 @@ async function runDemo(args: string[], env: Record<string, string>, asNonRoot = 
   return { code: out.code, text: dec.decode(out.stdout) + dec.decode(out.stderr) };
 }
 
-/** Waits while another kubelet (another session's podmin local) holds 127.0.0.1:10248. */
-async function kubeletPortFree(): Promise<void> {
-  await waitFor("kubelet's port 10248 free (another podmin local running)", async () => {
-    try {
-      (await Deno.connect({ hostname: "127.0.0.1", port: 10248 })).close();
-      return false;
-    } catch {
-      return true;
-    }
-  }, 20 * 60_000);
+/** True while some kubelet runs on this host (its process, or 127.0.0.1:10248 taken). */
+async function kubeletRunning(): Promise<boolean> {
+  for await (const e of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(e.name)) continue;
+    const argv0 = (await Deno.readTextFile(`/proc/${e.name}/cmdline`).catch(() => ""))
+      .split("\0")[0];
+    if (path.basename(argv0) === "kubelet") return true;
+  }
+  try {
+    (await Deno.connect({ hostname: "127.0.0.1", port: 10248 })).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Waits while another kubelet (another test's podmin local) runs: kubelet's ports are fixed, so
+ * nodes on one host take turns. A test that restarts its kubelet leaves gaps: free means free
+ * for 10 s in a row.
+ */
+async function noOtherKubelet(): Promise<void> {
+  let freeSince: number | undefined;
+  await waitFor("no other kubelet on this host for 10 s", async () => {
+    if (await kubeletRunning()) freeSince = undefined;
+    else freeSince ??= Date.now();
+    return freeSince !== undefined && Date.now() - freeSince >= 10_000;
+  }, 30 * 60_000);
 }
 
 testWith(
@@ -158,7 +176,7 @@ testWith(
     await Deno.writeTextFile(catalogFile, JSON.stringify(catalogOf(sha, server.url)));
     const podPrefix = "fd00:706d:6e:37::/80";
     try {
-      await kubeletPortFree();
+      await noOtherKubelet();
       const { code, text } = await runDemo([
         "--dependency-catalog",
         catalogFile,
