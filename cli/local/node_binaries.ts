@@ -32,6 +32,20 @@ export interface NodeBinaries {
 /** A program is missing or unusable. */
 export class BinaryError extends PodminError {}
 
+/** A pinned program could not be downloaded: `url` is the one that failed. */
+export class PinnedDownloadError extends BinaryError {
+  /** The catalogue entry's name, version and URL. */
+  readonly pinned: { name: string; version: string; url: string };
+
+  constructor(
+    message: string,
+    o: { name: string; version: string; url: string; hint?: string; cause?: unknown },
+  ) {
+    super(message, { hint: o.hint, cause: o.cause });
+    this.pinned = { name: o.name, version: o.version, url: o.url };
+  }
+}
+
 const CNI_PLUGINS = ["ptp", "host-local", "loopback"] as const;
 
 async function executable(p: string): Promise<boolean> {
@@ -142,10 +156,18 @@ export async function fetchPinnedBinaries(
         label: `${name} ${e.version}`,
       })).path;
     } catch (err) {
-      throw new BinaryError(`cannot download ${name} ${e.version}: ${(err as Error).message}`, {
-        hint: "without internet access, give --bin-dir DIR with locally built programs",
-        cause: err,
-      });
+      throw new PinnedDownloadError(
+        `cannot download ${name} ${e.version}: ${(err as Error).message}`,
+        {
+          name,
+          version: e.version,
+          url: e.url,
+          hint: "without internet access, give --bin-dir DIR (repeatable) with locally built " +
+            "programs (tests/peers/build_node_peers.sh builds the pinned versions from the Go " +
+            "module proxy), or --dependency-catalog FILE with URLs this host reaches",
+          cause: err,
+        },
+      );
     }
     const into = name === "cni-plugins" ? path.join(o.dir, "cni") : o.dir;
     if (e.url.endsWith(".tar.gz") || e.url.endsWith(".tgz")) {

@@ -7,15 +7,13 @@
  * stops a sandbox with SIGKILL.
  *
  * The image is written as an OCI image layout (an index over linux/amd64 and
- * linux/arm64) that `podmin push` / `writeImage` read like any other.
+ * linux/arm64, program_image.ts) that `podmin push` / `writeImage` read like any other.
  */
 
-import { gzipSync } from "node:zlib";
-import { sha256Hex } from "../../core/digest.ts";
-import { buildTar } from "../../vmconfig/archive.ts";
+import { type ProgramArch, writeProgramImageLayout } from "./program_image.ts";
 
 /** Architectures the pause program is written for. */
-export type PauseArch = "amd64" | "arm64";
+export type PauseArch = ProgramArch;
 
 const BASE = 0x400000;
 const HEADERS = 64 + 56;
@@ -58,57 +56,13 @@ export function pauseProgram(arch: PauseArch): Uint8Array {
   return out;
 }
 
-const enc = new TextEncoder();
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
-const OCI_INDEX = "application/vnd.oci.image.index.v1+json";
-
 /** Writes an OCI image layout holding the pause image for `arches`, tagged `tag`; returns `dir`. */
 export async function writePauseImageLayout(
   options: { dir: string; tag: string; arches: readonly PauseArch[] },
 ): Promise<string> {
-  const blobs = `${options.dir}/blobs/sha256`;
-  await Deno.mkdir(blobs, { recursive: true });
-  const blob = async (bytes: Uint8Array, mediaType: string) => {
-    const hex = sha256Hex(bytes);
-    await Deno.writeFile(`${blobs}/${hex}`, bytes);
-    return { mediaType, digest: `sha256:${hex}`, size: bytes.byteLength };
-  };
-  const manifests = [];
-  for (const arch of options.arches) {
-    const tar = buildTar([["pause", 0o755, pauseProgram(arch)]]);
-    const layer = await blob(
-      new Uint8Array(gzipSync(tar, { level: 9 })),
-      "application/vnd.oci.image.layer.v1.tar+gzip",
-    );
-    const config = await blob(
-      enc.encode(JSON.stringify({
-        architecture: arch,
-        os: "linux",
-        config: { Entrypoint: ["/pause"] },
-        rootfs: { type: "layers", diff_ids: [`sha256:${sha256Hex(tar)}`] },
-      })),
-      "application/vnd.oci.image.config.v1+json",
-    );
-    const manifest = await blob(
-      enc.encode(
-        JSON.stringify({ schemaVersion: 2, mediaType: OCI_MANIFEST, config, layers: [layer] }),
-      ),
-      OCI_MANIFEST,
-    );
-    manifests.push({ ...manifest, platform: { architecture: arch, os: "linux" } });
-  }
-  const index = await blob(
-    enc.encode(JSON.stringify({ schemaVersion: 2, mediaType: OCI_INDEX, manifests })),
-    OCI_INDEX,
-  );
-  await Deno.writeTextFile(`${options.dir}/oci-layout`, '{"imageLayoutVersion":"1.0.0"}');
-  await Deno.writeTextFile(
-    `${options.dir}/index.json`,
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: OCI_INDEX,
-      manifests: [{ ...index, annotations: { "org.opencontainers.image.ref.name": options.tag } }],
-    }),
-  );
-  return options.dir;
+  return await writeProgramImageLayout({
+    ...options,
+    files: (arch) => [["pause", 0o755, pauseProgram(arch)]],
+    config: { Entrypoint: ["/pause"] },
+  });
 }
