@@ -14,6 +14,7 @@ import { PodminError } from "../../core/errors.ts";
 import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
 import { defaultCacheDir } from "../setup/dependency_cache.ts";
 import { readCatalogFile } from "../setup/dependency_catalog.ts";
+import { resolveCatalog } from "../setup/vendor_checksum.ts";
 import { writeDemoImageLayout } from "./demo_image.ts";
 import { LOCAL_DEFAULTS } from "./local_defaults.ts";
 import { nodePaths, readState } from "./local_node.ts";
@@ -236,7 +237,9 @@ class Demo {
     let text = "";
     const pump = async (s: ReadableStream<Uint8Array>) => {
       let pending = "";
-      for await (const chunk of s.pipeThrough(new TextDecoderStream())) {
+      for await (
+        const chunk of s.pipeThrough(new TextDecoderStream() as TransformStream<Uint8Array, string>)
+      ) {
         pending += chunk;
         const lines = pending.split("\n");
         pending = lines.pop()!;
@@ -319,7 +322,11 @@ class Demo {
           "Fetch the pinned node programs (containerd, runc, kubelet, crictl, CoreDNS, CNI plugins) " +
             `into the digest-checked cache ${defaultCacheDir()}; 'local up' does this itself`,
         );
-        const catalog = c.catalogFile ? await readCatalogFile(c.catalogFile) : undefined;
+        const catalog = c.catalogFile
+          ? await resolveCatalog(await readCatalogFile(c.catalogFile), {
+            log: (l) => c.out(`     ${l}`),
+          })
+          : undefined;
         await fetchPinnedBinaries({
           dir: path.join(c.stateDir, "downloads"),
           cacheDir: defaultCacheDir(),
