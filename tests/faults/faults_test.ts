@@ -7,7 +7,7 @@ import { bucketObjectFuzz, resourceFuzz } from "./input_fuzz.ts";
 import { killAgentAttack } from "./kill_agent.ts";
 import { killCliAttack } from "./kill_cli.ts";
 import { outageAttack } from "./outage.ts";
-import { registryFuzz } from "./registry_fuzz.ts";
+import { readsOutsideImages, registryFuzz } from "./registry_fuzz.ts";
 
 /** Fails unless at least `min` kills landed after the program's first write and before its end. */
 function assertLandedMidRun(report: AttackReport, min: number): void {
@@ -20,6 +20,25 @@ function assertLandedMidRun(report: AttackReport, min: number): void {
       `wanted at least ${min}`,
   );
 }
+
+Deno.test("faults: the registry oracle normalises keys before 'inside apps/'", () => {
+  for (const k of ["apps/hello/_tags/1.0", "mirror/docker.io/library/x/_manifests/sha256/ab"]) {
+    assert.equal(readsOutsideImages(k), false, k);
+  }
+  for (
+    const k of [
+      "deployments/index.json",
+      "apps/../deployments/index.json",
+      "apps/hello/../../infra/state",
+      "mirror/./../services/x",
+      "/deployments/index.json",
+      "apps",
+      "apps/..",
+    ]
+  ) {
+    assert.equal(readsOutsideImages(k), true, k);
+  }
+});
 
 for (const attack of [registryFuzz, resourceFuzz, bucketObjectFuzz]) {
   Deno.test(`faults: ${attack.name} (bounded subset)`, async () => {
