@@ -16,6 +16,15 @@ import { localDown, localUp, readState } from "../../cli/local/local_node.ts";
 import { resolveBinaries } from "../../cli/local/node_binaries.ts";
 import { hasLoopbackAddress, localDnsAddress } from "../../cli/local/node_dns.ts";
 import { isRunning } from "../../cli/local/node_processes.ts";
+import { PodsWatch } from "../../agent/discovery/pods_api.ts";
+import {
+  connectionLines,
+  distinctViews,
+  type PodsApiRecording,
+  RecordingProxy,
+  replayOnSimulator,
+  viewLines,
+} from "../support/pods_api_recorder.ts";
 import type { AgentStatus } from "../../agent/deployments/status.ts";
 import { readJsonStatus } from "../../agent/status_file.ts";
 import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
@@ -543,6 +552,93 @@ spec:
           const after = await containers("hello");
           assert.deepEqual(after.map((c: { id: string }) => c.id), [before.id]);
           assert.equal(after[0].state, "CONTAINER_RUNNING");
+        },
+      );
+
+      await t.step(
+        "the Pods API over time: the agent's watch across a kubelet restart and a re-created static Pod; the simulator replays the session and the watch sees the same",
+        async () => {
+          const kubeletSocket = path.join(stateDir, "node/var/lib/kubelet/pods-api/pods-api.sock");
+          const proxySocket = path.join(work, "pods-proxy.sock");
+          const proxy = await RecordingProxy.start({
+            listen: proxySocket,
+            upstream: kubeletSocket,
+          });
+          const views: string[][] = [];
+          const watch: PodsWatch = new PodsWatch({
+            socket: proxySocket,
+            maxBackoffMs: 1_000,
+            onChange: () => views.push(viewLines(watch.view().pods)),
+          });
+          const helloReady = () =>
+            watch.view().pods.some((p) => p.name.startsWith("hello") && p.ready);
+          const events = () => proxy.connections.flatMap((c) => c.events);
+          try {
+            watch.start();
+            await waitFor(
+              "the watch synced, hello Ready",
+              () => watch.view().synced && helloReady(),
+            );
+            // kubelet restarted mid-watch (its containers keep running under containerd).
+            const s = (await readState(stateDir))!;
+            Deno.kill(s.daemons.kubelet!.pid, "SIGKILL");
+            await waitFor("the watch's stream ended", () => proxy.connections[0].end !== undefined);
+            await localUp(upOptions);
+            await waitFor("the watch resynced after the restart, hello Ready", () => {
+              const last = proxy.connections.at(-1)!;
+              return proxy.connections.length > 1 &&
+                last.events.some((e) => e.type === "INITIAL_SYNC_COMPLETE") && helloReady();
+            }, 120_000);
+            // The static Pod re-created: its manifest removed, the agent writes it again.
+            const manifest = path.join(
+              stateDir,
+              "node/etc/podmin/manifests/podmin_default_hello.json",
+            );
+            const seen = events().length;
+            await Deno.remove(manifest);
+            await waitFor(
+              "kubelet reporting hello deleted",
+              () =>
+                events().slice(seen).some((e) =>
+                  e.type === "DELETED" && e.pod?.name.startsWith("hello")
+                ),
+              60_000,
+            );
+            await waitFor("the re-created hello Ready", helloReady, 120_000);
+          } finally {
+            watch.stop();
+            await waitFor(
+              "the watch's cancel through the proxy",
+              () => proxy.connections.every((c) => c.end !== undefined),
+            ).finally(() => proxy.stop());
+          }
+          const recording: PodsApiRecording = {
+            peer: `kubelet v${binaries.kubeletVersion}`,
+            connections: proxy.connections,
+            views,
+          };
+          const file = Deno.env.get("PODMIN_PODS_API_RECORDING");
+          if (file) await Deno.writeTextFile(file, JSON.stringify(recording, null, 2) + "\n");
+          const summary = recording.connections.map(connectionLines);
+          console.error(
+            `recorded ${summary.length} connections:\n${JSON.stringify(summary, null, 1)}`,
+          );
+          // The session's shape: a restart (a stream ended, connects refused or told to wait, a
+          // resync) and a re-created Pod (DELETED, then the Pod again).
+          assert.ok(recording.connections.length >= 2, "a reconnect after the restart");
+          assert.ok(
+            recording.connections.filter((c) =>
+              c.events.some((e) => e.type === "INITIAL_SYNC_COMPLETE")
+            ).length >= 2,
+            "a resync after the restart",
+          );
+          const replay = await replayOnSimulator(recording, { dir: work });
+          assert.deepEqual(distinctViews(replay.views), distinctViews(views), "the watch's views");
+          assert.deepEqual(
+            replay.connections.map(connectionLines),
+            recording.connections.map(connectionLines),
+            "what the simulator sent, connection by connection",
+          );
         },
       );
 
