@@ -33,6 +33,23 @@ export interface LoopOutcome<S> {
   backOff?: boolean;
 }
 
+/** The clock and timers a loop runs on; tests inject a manual one (`realLoopTimers` otherwise). */
+export interface LoopTimers {
+  /** Monotonic milliseconds. */
+  now(): number;
+  /** Calls `fn` once after `ms`; returns an id for `clearTimeout`. */
+  setTimeout(fn: () => void, ms: number): unknown;
+  /** Cancels a pending `setTimeout` (an unknown or undefined id is ignored). */
+  clearTimeout(id: unknown): void;
+}
+
+/** The real clock (`performance.now`) and the runtime's timers. */
+export const realLoopTimers: LoopTimers = {
+  now: () => performance.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (id) => clearTimeout(id as ReturnType<typeof setTimeout> | undefined),
+};
+
 /** Options of `Loop`. */
 export interface LoopOptions<S> {
   /** Names the loop in logs. */
@@ -49,6 +66,8 @@ export interface LoopOptions<S> {
   maxBackoffMs?: number;
   /** Source of jitter in [0, 1) (default Math.random). */
   random?: () => number;
+  /** Clock and timers (default `realLoopTimers`). */
+  timers?: LoopTimers;
   log?: Logger;
 }
 
@@ -56,9 +75,10 @@ export interface LoopOptions<S> {
 export class Loop<S = unknown> {
   readonly #options: LoopOptions<S>;
   readonly #log: Logger;
-  #timer?: ReturnType<typeof setTimeout>;
-  #hintTimer?: ReturnType<typeof setTimeout>;
-  /** When the pending hint's pass is due (`performance.now()` time). */
+  readonly #timers: LoopTimers;
+  #timer?: unknown;
+  #hintTimer?: unknown;
+  /** When the pending hint's pass is due (`timers.now()` time). */
   #hintDue = Infinity;
   #running?: Promise<void>;
   #pendingHints = 0;
@@ -69,6 +89,7 @@ export class Loop<S = unknown> {
   constructor(options: LoopOptions<S>) {
     this.#options = options;
     this.#log = options.log ?? silentLogger;
+    this.#timers = options.timers ?? realLoopTimers;
   }
 
   /** Consecutive failed passes (0 after a good one). */
@@ -92,28 +113,31 @@ export class Loop<S = unknown> {
     if (this.#stopped) return;
     this.#pendingHints++;
     if (this.#running) return;
-    const due = performance.now() + (options.delayMs ?? this.#options.hintDelayMs ?? 200);
+    const due = this.#timers.now() + (options.delayMs ?? this.#options.hintDelayMs ?? 200);
     if (this.#hintTimer !== undefined) {
       if (due >= this.#hintDue) return;
-      clearTimeout(this.#hintTimer);
+      this.#timers.clearTimeout(this.#hintTimer);
     }
     this.#hintDue = due;
-    this.#hintTimer = setTimeout(() => {
+    this.#hintTimer = this.#timers.setTimeout(() => {
       this.#hintTimer = undefined;
       this.#request(false);
-    }, Math.max(0, due - performance.now()));
+    }, Math.max(0, due - this.#timers.now()));
   }
 
   /** Stops the timers and waits for a running pass. */
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearTimeout(this.#timer);
-    clearTimeout(this.#hintTimer);
+    this.#timers.clearTimeout(this.#timer);
+    this.#timers.clearTimeout(this.#hintTimer);
     this.#timer = this.#hintTimer = undefined;
     await this.#running;
   }
 
-  /** Waits until no pass is running or pending (tests). */
+  /**
+   * Waits until no pass is running or pending (tests). With injected timers, a pending hint waits
+   * for the test to advance them.
+   */
   async idle(): Promise<void> {
     while (this.#running || this.#hintTimer !== undefined) {
       await (this.#running ?? new Promise((r) => setTimeout(r, 10)));
@@ -124,7 +148,7 @@ export class Loop<S = unknown> {
     if (this.#stopped) return;
     this.#pendingFull ||= full;
     if (this.#running) return;
-    clearTimeout(this.#hintTimer);
+    this.#timers.clearTimeout(this.#hintTimer);
     this.#hintTimer = undefined;
     this.#running = this.#drain().finally(() => {
       this.#running = undefined;
@@ -167,8 +191,8 @@ export class Loop<S = unknown> {
 
   #scheduleTimedPass(): void {
     if (this.#stopped) return;
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
+    this.#timers.clearTimeout(this.#timer);
+    this.#timer = this.#timers.setTimeout(() => {
       this.#timer = undefined;
       this.#request(true);
     }, this.nextDelayMs());

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Podmin's whole test suite: deno tests (units beside the code, integration in
-# tests/). Ends with a plain "N passed, N failed" line. Under CI=true any test
-# ignored for a missing tool or missing root counts as a failure.
+# tests/). Ends with a plain "N passed, N failed, N skipped" line. Under CI=true
+# any test ignored for a missing tool or missing root also counts as a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-bash tests/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+bash tests/setup.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 export PATH="${PODMIN_TEST_BIN:-/opt/podmin-test/bin}:$PATH"
 
 log=$(mktemp)
@@ -33,5 +33,5 @@ if ((ignored > 0)); then
     echo "note: $ignored test(s) skipped (they say why above); CI runs them all" >&2
   fi
 fi
-echo "${passed} passed, ${failed} failed"
+echo "${passed} passed, ${failed} failed, ${ignored} skipped"
 ((failed == 0))

@@ -28,6 +28,9 @@ declare -A debs=(
   [ethtool]=ethtool
   [/usr/lib/cni/ptp]=containernetworking-plugins
   [qemu-aarch64-static]=qemu-user-static
+  # The shells whose completion scripts the CLI tests parse (`zsh -n`, `fish --no-execute`).
+  [zsh]=zsh
+  [fish]=fish
 )
 for tool in "${!debs[@]}"; do have "$tool" || missing+=("${debs[$tool]}"); done
 # Libraries without an executable to look for.

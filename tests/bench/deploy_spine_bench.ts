@@ -300,6 +300,10 @@ try {
     deploy_agent_rss_node_mib: rss[3] / 1024,
     deploy_agent_idle_cpu_node_pct: cpuPct[3],
   });
+} catch (err) {
+  // An exit in `finally` alone would swallow the error and exit 0.
+  console.log(`  FAIL: ${(err as Error).stack}`);
+  Deno.exitCode = 1;
 } finally {
   await Deno.remove(tmp, { recursive: true });
   Deno.exit();

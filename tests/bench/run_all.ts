@@ -2,7 +2,9 @@
  * `deno task bench`: runs every benchmark of the project, one after the other (each in its own
  * process, figures handed over through `$PODMIN_BENCH_JSON`), prints one table — figure, peer
  * figure, ratio, goal, met or not — and writes the same as a flat JSON object (spec §10,
- * "Benchmarks") to `bench/results.json`.
+ * "Benchmarks") to `bench/results.json`. A benchmark that exits non-zero (one of its own
+ * correctness checks failed) makes the run exit 1; its verdict key is 0 and no row using a
+ * figure it wrote counts as met.
  *
  *   deno task bench [--scale] [--smoke] [--out FILE]
  *
@@ -20,8 +22,9 @@ import { parseArgs } from "node:util";
 import { BENCH_JSON_ENV, BENCH_SMOKE_ENV } from "./bench_output.ts";
 
 /** One benchmark program. */
-interface Bench {
+export interface Bench {
   name: string;
+  /** Its script, relative to this directory (or absolute). */
   script: string;
   args?: string[];
   smokeArgs?: string[];
@@ -637,29 +640,47 @@ export const ROWS: Row[] = [
 
 for (const row of ROWS) if (row.key.startsWith("cluster_")) row.bench = "cluster scale";
 
-/** Every key results.json holds: the figures, then each row's ratio and met (1/0). */
-export function expectedKeys(): string[] {
+/**
+ * The results key of a benchmark's verdict: 1 when it exited 0 (every correctness check it makes
+ * passed), 0 when it failed or was killed, null when it did not run.
+ */
+export function verdictKey(bench: string): string {
+  return `bench_${bench.toLowerCase().replace(/[^a-z0-9]+/g, "_")}_passed`;
+}
+
+/**
+ * Every key results.json holds: the figures, then each row's ratio and met (1/0), then each
+ * benchmark's verdict.
+ */
+export function expectedKeys(benches: Bench[] = BENCHES): string[] {
   const figures = new Set(ROWS.flatMap((r) => [r.figure, r.peer]));
-  return [...figures, ...ROWS.flatMap((r) => [`${r.key}_ratio`, `${r.key}_met`])];
+  return [
+    ...figures,
+    ...ROWS.flatMap((r) => [`${r.key}_ratio`, `${r.key}_met`]),
+    ...benches.map((b) => verdictKey(b.name)),
+  ];
 }
 
 const TOTAL_MS = 15 * 60_000;
 const TOTAL_WITH_SCALE_MS = 40 * 60_000;
 
+/** How one benchmark ended: `passed` (exit 0), `failed` (non-zero or killed), or `skipped`. */
+type Outcome = "passed" | "failed" | "skipped";
+
 async function runBench(
   b: Bench,
   options: { smoke: boolean; json: string; deadline: number },
-): Promise<void> {
+): Promise<Outcome> {
   if (b.root && Deno.uid() !== 0) {
     console.log(`\n== ${b.name}: skipped (needs root); its figures are missing`);
-    return;
+    return "skipped";
   }
   console.log(`\n== ${b.name}`);
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
       "--allow-all",
-      path.join(import.meta.dirname!, b.script),
+      path.resolve(import.meta.dirname!, b.script),
       ...(options.smoke ? b.smokeArgs ?? [] : b.args ?? []),
     ],
     env: { [BENCH_JSON_ENV]: options.json, [BENCH_SMOKE_ENV]: options.smoke ? "1" : "0" },
@@ -671,7 +692,13 @@ async function runBench(
   }, Math.max(0, options.deadline - Date.now()));
   const status = await child.status;
   clearTimeout(timer);
-  if (!status.success) console.log(`== ${b.name}: exited ${status.code}`);
+  if (status.success) return "passed";
+  console.log(
+    `== ${b.name}: FAILED (${
+      status.signal ? `killed by ${status.signal}` : `exited ${status.code}`
+    }); its figures do not count as met`,
+  );
+  return "failed";
 }
 
 function evaluate(row: Row, figures: Record<string, number>) {
@@ -689,25 +716,49 @@ function evaluate(row: Row, figures: Record<string, number>) {
   return { f, p, ratio, met, goals: goals || "—" };
 }
 
-/** Runs the benchmarks and writes the results; returns the flat results object. */
+/** What `runAll` returns: the flat results object and the benchmarks that failed. */
+export interface RunAllResult {
+  results: Record<string, number>;
+  /** Names of the benchmarks that exited non-zero or were killed. */
+  failed: string[];
+}
+
+/**
+ * Runs the benchmarks (`benches`, default every one) and writes the results. A benchmark that
+ * exits non-zero (a correctness check of its own failed) or is killed is listed in `failed`, its
+ * verdict key is 0, and every row using a figure it wrote is not met.
+ */
 export async function runAll(
-  options: { smoke: boolean; scale?: boolean; out: string },
-): Promise<Record<string, number>> {
+  options: { smoke: boolean; scale?: boolean; out: string; benches?: Bench[] },
+): Promise<RunAllResult> {
+  const benches = options.benches ?? BENCHES;
   const withOptIn = options.smoke || options.scale === true;
   const deadline = Date.now() + (options.scale ? TOTAL_WITH_SCALE_MS : TOTAL_MS);
   const json = await Deno.makeTempFile({ prefix: "podmin-bench-", suffix: ".json" });
   const notRun = new Set<string>();
+  const outcomes = new Map<string, Outcome>();
+  // Figure key -> the failed benchmark that wrote it.
+  const fromFailed = new Map<string, string>();
+  const readFigures = async (): Promise<Record<string, number>> =>
+    JSON.parse(await Deno.readTextFile(json));
   try {
     await Deno.writeTextFile(json, "{}");
-    for (const b of BENCHES) {
+    for (const b of benches) {
       if (b.optIn && !withOptIn) {
         notRun.add(b.name);
         console.log(`\n== ${b.name}: not run (deno task bench --scale, or deno task bench:scale)`);
         continue;
       }
-      await runBench(b, { smoke: options.smoke, json, deadline });
+      const before = await readFigures();
+      const outcome = await runBench(b, { smoke: options.smoke, json, deadline });
+      outcomes.set(b.name, outcome);
+      if (outcome === "failed") {
+        for (const [k, v] of Object.entries(await readFigures())) {
+          if (!(k in before) || !Object.is(before[k], v)) fromFailed.set(k, b.name);
+        }
+      }
     }
-    const figures: Record<string, number> = JSON.parse(await Deno.readTextFile(json));
+    const figures = await readFigures();
     const results: Record<string, number> = {};
     for (const k of new Set(ROWS.flatMap((r) => [r.figure, r.peer]))) {
       results[k] = figures[k] ?? NaN;
@@ -725,21 +776,40 @@ export async function runAll(
         continue;
       }
       const e = evaluate(row, figures);
+      const failedBench = fromFailed.get(row.figure) ?? fromFailed.get(row.peer);
+      const met = e.met && failedBench === undefined;
       results[`${row.key}_ratio`] = e.ratio;
-      results[`${row.key}_met`] = e.met ? 1 : 0;
+      results[`${row.key}_met`] = met ? 1 : 0;
       console.log(
         `${row.label.padEnd(62)} ${fmt(e.f).padStart(9)} ${fmt(e.p).padStart(9)} ${
           row.unit.padEnd(9)
         } ${fmt(e.ratio).padStart(6)}  ${e.goals.padEnd(22)} ${
-          e.goals === "—" ? "" : e.met ? "yes" : "NO"
+          failedBench !== undefined
+            ? `NO (${failedBench} failed)`
+            : e.goals === "—"
+            ? ""
+            : met
+            ? "yes"
+            : "NO"
         }`,
       );
+    }
+    const failed: string[] = [];
+    for (const b of benches) {
+      const outcome = outcomes.get(b.name);
+      results[verdictKey(b.name)] = outcome === "passed" ? 1 : outcome === "failed" ? 0 : NaN;
+      if (outcome === "failed") failed.push(b.name);
     }
     await Deno.mkdir(path.dirname(options.out), { recursive: true });
     // NaN is not JSON: a missing figure is written as null.
     await Deno.writeTextFile(options.out, JSON.stringify(results, null, 2) + "\n");
     console.log(`\nwritten: ${options.out}`);
-    return results;
+    if (failed.length) {
+      console.log(
+        `FAILED: ${failed.length} benchmark(s) failed their own checks: ${failed.join(", ")}`,
+      );
+    }
+    return { results, failed };
   } finally {
     await Deno.remove(json).catch(() => {});
   }
@@ -754,6 +824,10 @@ if (import.meta.main) {
       out: { type: "string", default: path.join(import.meta.dirname!, "../../bench/results.json") },
     },
   });
-  await runAll({ smoke: values.smoke, scale: values.scale, out: path.resolve(values.out) });
-  Deno.exit(0);
+  const { failed } = await runAll({
+    smoke: values.smoke,
+    scale: values.scale,
+    out: path.resolve(values.out),
+  });
+  Deno.exit(failed.length ? 1 : 0);
 }

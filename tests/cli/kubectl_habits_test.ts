@@ -2,6 +2,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
+import { testWith } from "../support/requirements.ts";
 import { cli, cliProcess, freshBucket, HELLO, tempFile } from "./harness.ts";
 
 const LABELLED = `apiVersion: podmin.dev/v1
@@ -284,7 +285,7 @@ Deno.test("cli: --dry-run=client validates with no bucket; --dry-run and --dry-r
   assert.equal((await cli("--bucket", bucket, "get", "deploy", "-o", "name")).out, "");
 });
 
-Deno.test("cli: completion bash completes commands and flags in a real bash; zsh and fish scripts name them", async () => {
+Deno.test("cli: completion bash completes commands and flags in a real bash", async () => {
   const bash = await cli("completion", "bash");
   assert.equal(bash.code, 0, bash.err);
   const script = await tempFile(bash.out, ".bash");
@@ -307,14 +308,57 @@ Deno.test("cli: completion bash completes commands and flags in a real bash; zsh
   assert.deepEqual(await complete("podmin get --out"), ["--output"]);
   assert.deepEqual(await complete("podmin get dep"), ["deployments"]);
   assert.ok((await complete("podmin --buc")).includes("--bucket"));
-  for (const shell of ["zsh", "fish"]) {
-    const r = await cli("completion", shell);
-    assert.equal(r.code, 0, r.err);
-    for (const word of ["apply", "describe", "images", "status", "filename", "dry-run"]) {
-      assert.ok(r.out.includes(word), `${shell} completion lacks ${word}`);
-    }
-  }
   const bad = await cli("completion", "tcsh");
   assert.equal(bad.code, 2);
   assert.match(bad.err, /unsupported shell "tcsh".*bash, zsh or fish/s);
 });
+
+/** Runs `shell ARGS…`; its exit code and output. */
+async function shellRun(shell: string, args: string[]) {
+  const r = await new Deno.Command(shell, { args, stdout: "piped", stderr: "piped" }).output();
+  const dec = new TextDecoder();
+  return { code: r.code, out: dec.decode(r.stdout), err: dec.decode(r.stderr) };
+}
+
+testWith(
+  "cli: completion zsh and fish parse in real shells (zsh -n, fish --no-execute); zsh registers it, fish completes commands and flags",
+  { tools: ["zsh", "fish"] },
+  async () => {
+    const zsh = await cli("completion", "zsh");
+    assert.equal(zsh.code, 0, zsh.err);
+    const zshScript = await tempFile(zsh.out, ".zsh");
+    const zshParse = await shellRun("zsh", ["-n", zshScript]);
+    assert.equal(zshParse.code, 0, `zsh -n: ${zshParse.err}`);
+    // Sourced after compinit, the script registers its function for podmin.
+    const registered = await shellRun("zsh", [
+      "-f",
+      "-c",
+      `autoload -U compinit && compinit -u -D; source ${zshScript}; print -r -- "$_comps[podmin]"`,
+    ]);
+    assert.equal(registered.code, 0, registered.err);
+    assert.match(registered.out, /-F _podmin_complete\b/, registered.out + registered.err);
+    for (const word of ["apply", "describe", "images", "status", "filename", "dry-run"]) {
+      assert.ok(zsh.out.includes(word), `zsh completion lacks ${word}`);
+    }
+
+    const fish = await cli("completion", "fish");
+    assert.equal(fish.code, 0, fish.err);
+    const fishScript = await tempFile(fish.out, ".fish");
+    const fishParse = await shellRun("fish", ["--no-execute", fishScript]);
+    assert.equal(fishParse.code, 0, `fish --no-execute: ${fishParse.err}`);
+    assert.equal(fishParse.err, "", "fish reads the script without a warning");
+    // fish's own completion engine, on the loaded script.
+    const complete = async (line: string) => {
+      const r = await shellRun("fish", [
+        "--no-config",
+        "-c",
+        `source ${fishScript}; complete -C ${JSON.stringify(line)}`,
+      ]);
+      assert.equal(r.code, 0, r.err);
+      return r.out.trim().split("\n").map((l) => l.split("\t")[0]).sort();
+    };
+    assert.deepEqual(await complete("podmin ap"), ["apply"]);
+    assert.ok((await complete("podmin get --out")).includes("--output"));
+    assert.ok((await complete("podmin get dep")).includes("deployments"));
+  },
+);

@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { DependencyCache } from "../../cli/setup/dependency_cache.ts";
-import { moto } from "../support/moto.ts";
+import { moto, motoInventory } from "../support/moto.ts";
 import { cli, cliProcess, freshBucket } from "./harness.ts";
 
 const SEED_EXAMPLE =
@@ -82,6 +82,7 @@ Deno.test("setup: size=0 is explained; the dry run neither warns about the agent
 Deno.test("setup [moto]: without a terminal and without --yes it shows the plan and creates nothing", async () => {
   const m = await moto();
   await m.reset();
+  const before = await motoInventory();
   const tmp = await Deno.makeTempDir({ prefix: "podmin-ask-" });
   const bucket = `podmin-ask-${Date.now().toString(36)}`;
   const r = await cliProcess([
@@ -114,6 +115,7 @@ Deno.test("setup [moto]: without a terminal and without --yes it shows the plan 
   assert.match(r.err, /^hint: pass --yes \(there is no terminal to ask on\)$/m);
   const s3 = await (await fetch(`${m.endpoint}/`)).text();
   assert.doesNotMatch(s3, new RegExp(`<Name>${bucket}</Name>`), "nothing was created");
+  assert.deepEqual(await motoInventory(), before, "nothing was created on moto");
 });
 
 Deno.test("setup: a failed download's hint names the cache directory", async () => {

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { writeOciLayout } from "../support/oci_image.ts";
-import { moto } from "../support/moto.ts";
+import { moto, motoInventory } from "../support/moto.ts";
 import { freshBucket } from "./harness.ts";
 
 const root = new URL("../../", import.meta.url).pathname;
@@ -91,6 +91,7 @@ Deno.test("terminal: teardown asks for the cluster name; a wrong answer changes 
 Deno.test("terminal [moto]: setup shows its plan and asks before creating anything; 'n' creates nothing", async () => {
   const m = await moto();
   await m.reset();
+  const before = await motoInventory();
   const tmp = await Deno.makeTempDir({ prefix: "podmin-tty-setup-" });
   const bucket = `podmin-tty-${Date.now().toString(36)}`;
   const s = await atTerminal([
@@ -128,6 +129,8 @@ Deno.test("terminal [moto]: setup shows its plan and asks before creating anythi
   assert.match(screen, /^error: not confirmed; nothing was created$/m);
   const s3 = await (await fetch(`${m.endpoint}/`)).text();
   assert.doesNotMatch(s3, new RegExp(`<Name>${bucket}</Name>`), "nothing was created");
+  // Nor anything else setup makes: parameters, the VPC and its parts, instances, groups.
+  assert.deepEqual(await motoInventory(), before, "nothing was created on moto");
 });
 
 Deno.test("terminal: push shows one live line per blob, then the summary", async () => {

@@ -29,13 +29,28 @@ export class Rand {
   }
 }
 
+/** Where the kills of a kill -9 attack landed (the measuring runs are not kill trials). */
+export interface KillTally {
+  /** Runs the attack tried to kill. */
+  trials: number;
+  /** Kills that landed mid-run: after the program's first write and before it completed. */
+  midRun: number;
+  /** Kills that landed before the program wrote anything. */
+  beforeWrite: number;
+  /** Runs that completed before the kill. */
+  finished: number;
+}
+
 /** What one attack found. */
 export interface AttackReport {
   name: string;
+  /** Cases tried (for the kill attacks, the measuring runs included). */
   tried: number;
   /** One line per finding (a crash, a hang, a 5xx for a client error, a read outside…). */
   findings: string[];
   ms: number;
+  /** The kill attacks: where their kills landed. */
+  kills?: KillTally;
 }
 
 /** One attack: `cases` attempts from `seed`, stopping early at `deadline` (ms since epoch). */

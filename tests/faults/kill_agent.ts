@@ -69,6 +69,28 @@ async function tornFiles(o: { base: string; everSet: Set<string> }): Promise<str
   return problems;
 }
 
+/**
+ * What the agent writes on the node (manifests and values: names, link targets and contents), as
+ * one string: a kill landed after a write when it differs from the one taken before the run.
+ */
+async function nodeFingerprint(base: string): Promise<string> {
+  const lines: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const name of (await names(dir)).sort()) {
+      const p = path.join(dir, name);
+      const st = await Deno.lstat(p).catch(() => undefined);
+      if (!st) continue;
+      const rel = path.relative(base, p);
+      if (st.isSymlink) lines.push(`${rel} -> ${await Deno.readLink(p).catch(() => "?")}`);
+      else if (st.isDirectory) await walk(p);
+      else lines.push(`${rel} = ${await Deno.readTextFile(p).catch(() => "?")}`);
+    }
+  };
+  await walk(path.join(base, "manifests"));
+  await walk(path.join(base, "secrets"));
+  return lines.join("\n");
+}
+
 /** What is not current after the re-run, or an empty list. */
 async function notCurrent(
   o: { base: string; tag: string; values: Map<string, string> },
@@ -117,7 +139,7 @@ export function killAgentAttack(options: { trials: number }): Attack {
       let duration = 0;
       let startup = 0;
       let tried = 0;
-      const stats = { killed: 0, finished: 0, atMarker: 0, linksMissing: 0 };
+      const stats = { killed: 0, midRun: 0, finished: 0, atMarker: 0, linksMissing: 0 };
       try {
         for (const name of DEPLOYMENTS) {
           for (const key of KEYS) await setValue(name, key, `${name}-${key}-0`);
@@ -156,10 +178,19 @@ export function killAgentAttack(options: { trials: number }): Attack {
             : Math.floor(startup + Math.max(0, duration - startup) * 1.2 * r.next());
           const what = `trial ${tried} (seed ${seed}, ${change}) killed ` +
             (marker ? `at swap ${marker.count}` : `at ${delay} ms`);
+          const before = await nodeFingerprint(base);
           const k = await killAfter(args, { ms: delay, agent: true, marker });
+          const wrote = await nodeFingerprint(base) !== before;
           if (k.killed) stats.killed++;
           else stats.finished++;
+          if (k.killed && wrote) stats.midRun++;
           if (k.marked && k.killed) stats.atMarker++;
+          console.log(
+            `  ${what}: ` +
+              (k.killed
+                ? (wrote ? "killed mid-pass" : "killed before any write")
+                : "finished first"),
+          );
           for (const p of await tornFiles({ base, everSet })) {
             findings.add("after kill", `${what}: ${p}`);
           }
@@ -189,12 +220,24 @@ export function killAgentAttack(options: { trials: number }): Attack {
         await Deno.remove(tmp, { recursive: true });
       }
       console.log(
-        `  a pass measured ${duration} ms (start-up ${startup} ms); ${stats.killed} killed mid-pass, ` +
+        `  a pass measured ${duration} ms (start-up ${startup} ms); ${stats.killed} killed ` +
+          `(${stats.midRun} of them after a write to the node), ` +
           `${stats.finished} finished before the kill; ${stats.atMarker} killed at a logged ` +
           `value swap; ${stats.linksMissing} <key> link(s) ` +
           `missing right after a kill (the spec's crash window; each re-run repaired them)`,
       );
-      return { name: this.name, tried, findings: findings.lines, ms: Date.now() - t0 };
+      return {
+        name: this.name,
+        tried,
+        findings: findings.lines,
+        ms: Date.now() - t0,
+        kills: {
+          trials: tried,
+          midRun: stats.midRun,
+          beforeWrite: stats.killed - stats.midRun,
+          finished: stats.finished,
+        },
+      };
     },
   };
 }

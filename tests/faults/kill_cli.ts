@@ -1,8 +1,8 @@
 /**
- * kill -9 of `podmin apply`, `podmin delete` and `podmin push` at seeded random moments — 0–20 ms
- * after the test sees the command's first change to the bucket (the commands print no progress
- * for small objects), or past the measured start-up across the rest of the measured run — on the
- * filesystem store or on moto. After every kill the
+ * kill -9 of `podmin apply`, `podmin delete` and `podmin push` at seeded random moments past the
+ * command's first change to the bucket, which the test sees by polling it (the commands print no
+ * progress for small objects) — 0–20 ms after it, or at a random moment across the rest of the
+ * run as measured by a first run — on the filesystem store or on moto. After every kill the
  * bucket must be sound (`bucket_checks.ts`: indexes parse, specs exist with their digests, no
  * torn object, no tag pointing at a missing manifest or blob), and a re-run of the same command
  * must succeed and leave the state it asked for.
@@ -20,7 +20,7 @@ import { writeOciLayout } from "../support/oci_image.ts";
 import { agent as runAgent, podmin, type Ran } from "../support/programs.ts";
 import { type Attack, Findings, Rand } from "./campaign.ts";
 import { bucketProblems } from "./bucket_checks.ts";
-import { killAfter } from "./kill_run.ts";
+import { killAfter, timeRun } from "./kill_run.ts";
 
 const DEPLOYMENTS = Array.from({ length: 12 }, (_, i) => `app${i}`);
 
@@ -51,6 +51,13 @@ function noise(r: Rand, n: number): Uint8Array {
 }
 
 type Command = "apply" | "delete" | "push";
+
+/**
+ * The commands of the kill trials, in turn (after the three measuring runs). Pushes come most
+ * often: on the filesystem store an apply's writes take a few milliseconds, too short for a kill
+ * aimed at them by polling, while a push uploads megabytes on either store.
+ */
+const ROTATION: readonly Command[] = ["push", "apply", "push", "delete", "push", "apply"];
 
 /**
  * Builds the attack on `backend`: "fs" (a filesystem bucket) or "moto" (S3), at most `trials`
@@ -111,7 +118,8 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
         finished: 0,
         byCommand: { apply: 0, delete: 0, push: 0 },
       };
-      const durations = new Map<Command, number>();
+      // Per command, from its measuring run: its duration and when its first write was seen.
+      const durations = new Map<Command, { ms: number; firstWriteMs: number }>();
       const startup = await startupMs();
       let tried = 0;
       let current: "v1" | "v2" = "v1";
@@ -119,10 +127,10 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
         for (; tried < Math.min(cases, options.trials) && Date.now() < deadline; tried++) {
           const command: Command = tried < 3
             ? (["apply", "push", "delete"] as const)[tried]
-            : r.pick(["apply", "apply", "delete", "push"] as const);
+            : ROTATION[(tried - 3) % ROTATION.length];
           const observed = command !== "delete" && r.int(3) > 0;
           // A kill aimed at a write needs a command that writes: the other variant, and for
-          // half of the pushes an image store emptied first (so every blob is uploaded again).
+          // a push an image store emptied first (so every blob is uploaded again).
           const variant: "v1" | "v2" = observed
             ? (current === "v1" ? "v2" : "v1")
             : r.pick(["v1", "v2"] as const);
@@ -141,45 +149,56 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
             ),
           ];
           const what = `trial ${tried} (seed ${seed}): ${args.slice(2).join(" ")}`;
-          let d = durations.get(command);
-          if (d === undefined) {
+          const measured = durations.get(command);
+          if (measured === undefined) {
             // The first run of each command measures it (and sets up state for the others).
-            const c0 = Date.now();
-            const ran = await podmin(args);
-            d = Date.now() - c0;
-            durations.set(command, d);
+            const start = await fingerprint(store);
+            const ran = await timeRun(args, {
+              wrote: async () => await fingerprint(store) !== start,
+            });
+            durations.set(command, {
+              ms: ran.ms,
+              firstWriteMs: Math.min(ran.firstWriteMs ?? startup, ran.ms),
+            });
             if (command === "apply") current = variant;
             if (ran.code !== 0 && command !== "delete") {
               findings.add("setup run failed", `${what}: ${ran.stderr.trim()}`);
             }
             continue;
           }
-          // A third of the trials: past the start-up, across the rest of the measured run.
-          // The others: 0–20 ms after the first change to the bucket is observed.
-          const delay = Math.floor(startup + (d - startup) * 1.2 * r.next());
-          if (command === "push" && r.int(2)) {
+          // Every kill is aimed past the command's first change to the bucket (seen by polling
+          // it; a kill before any write tests nothing): two thirds 0–20 ms after it, the others
+          // at a random moment across the rest of the measured run.
+          const d = measured.ms;
+          const spread = Math.floor((d - measured.firstWriteMs) * 1.2 * r.next());
+          // A push starts from an emptied image store: with every blob already there, its first
+          // write would be its last (the tag), and no kill could land mid-run.
+          if (command === "push") {
             for await (const info of store.list("apps/")) await store.delete(info.key);
           }
           const before = await fingerprint(store);
-          const afterMs = r.int(20);
+          const afterMs = observed ? r.int(20) : spread;
           const k = await killAfter(args, {
-            ms: observed ? 10 * d : delay,
-            when: observed
-              ? { check: async () => await fingerprint(store) !== before, afterMs }
-              : undefined,
+            ms: 10 * d,
+            when: { check: async () => await fingerprint(store) !== before, afterMs },
           });
           if (k.marked && k.killed) stats.atWrite++;
           stats.kills++;
+          const wrote = await fingerprint(store) !== before;
           if (k.killed) stats.killed++;
           else stats.finished++;
-          if (k.killed && await fingerprint(store) !== before) stats.afterWrites++;
+          if (k.killed && wrote) stats.afterWrites++;
           stats.byCommand[command]++;
+          console.log(
+            `  ${what} (kill ${afterMs} ms after its first write): ` +
+              (k.killed
+                ? (wrote ? "killed mid-run" : "killed before any write")
+                : "finished first"),
+          );
           for (const p of await bucketProblems(store)) {
             findings.add(
               "after kill",
-              `${what} killed ${
-                observed ? `${afterMs} ms after its first write` : `at ${delay} ms`
-              }: ${p}`,
+              `${what} killed ${afterMs} ms after its first write: ${p}`,
             );
           }
           const again = await podmin(args);
@@ -204,14 +223,26 @@ export function killCliAttack(backend: "fs" | "moto", options: { trials: number 
       }
       console.log(
         `  measured: start-up ${startup} ms, ${
-          [...durations].map(([c, ms]) => `${c} ${ms} ms`).join(", ")
+          [...durations].map(([c, m]) => `${c} ${m.ms} ms (first write at ${m.firstWriteMs} ms)`)
+            .join(", ")
         }; ` +
-          `${stats.kills} kill trials: ${stats.killed} killed mid-run (${stats.afterWrites} of them ` +
-          `after changing the bucket; ${stats.atWrite} at an observed first write + 0–20 ms), ${stats.finished} finished before the kill; ` +
+          `${stats.kills} kill trials: ${stats.killed} killed (${stats.afterWrites} of them mid-run, ` +
+          `after changing the bucket; ${stats.atWrite} past an observed first write), ${stats.finished} finished before the kill; ` +
           `apply ${stats.byCommand.apply}, delete ${stats.byCommand.delete}, ` +
           `push ${stats.byCommand.push}`,
       );
-      return { name: this.name, tried, findings: findings.lines, ms: Date.now() - t0 };
+      return {
+        name: this.name,
+        tried,
+        findings: findings.lines,
+        ms: Date.now() - t0,
+        kills: {
+          trials: stats.kills,
+          midRun: stats.afterWrites,
+          beforeWrite: stats.killed - stats.afterWrites,
+          finished: stats.finished,
+        },
+      };
     },
   };
 }

@@ -92,3 +92,39 @@ async function pollUntil(
     await new Promise((r) => setTimeout(r, 2));
   }
 }
+
+/** A measuring run: how long the program took, and when its first write was seen. */
+export interface TimedRun {
+  code: number;
+  stderr: string;
+  /** From the start to the end of the run. */
+  ms: number;
+  /** From the start to the first poll of `wrote` that returned true (undefined: none did). */
+  firstWriteMs?: number;
+}
+
+/**
+ * Runs `podmin ARGS…` (`agent`: `podmin-agent`) to completion while polling `wrote`, to learn
+ * when its writes begin: the kills at random moments are aimed between that and its end.
+ */
+export async function timeRun(
+  args: string[],
+  options: { agent?: boolean; env?: Record<string, string>; wrote: () => Promise<boolean> },
+): Promise<TimedRun> {
+  const t0 = Date.now();
+  const child = spawnProgram(args, { agent: options.agent, env: options.env, stderr: "piped" });
+  const stderr = new Response(child.stderr).text();
+  let running = true;
+  let firstWriteMs: number | undefined;
+  const poll = (async () => {
+    while (running && firstWriteMs === undefined) {
+      if (await options.wrote()) firstWriteMs = Date.now() - t0;
+      else await new Promise((r) => setTimeout(r, 2));
+    }
+  })();
+  const status = await child.status;
+  const ms = Date.now() - t0;
+  running = false;
+  await poll;
+  return { code: status.code, stderr: await stderr, ms, firstWriteMs };
+}

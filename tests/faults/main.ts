@@ -35,6 +35,13 @@ for (const attack of ATTACKS) {
   console.log(
     `tried ${report.tried} cases in ${report.ms} ms; ${report.findings.length} finding(s)`,
   );
+  if (report.kills) {
+    const k = report.kills;
+    console.log(
+      `kills: ${k.midRun} of ${k.trials} landed mid-run (after a write, before completion), ` +
+        `${k.beforeWrite} before any write, ${k.finished} after completion`,
+    );
+  }
   for (const f of report.findings) console.log(`  FOUND ${f}`);
   found += report.findings.length;
 }

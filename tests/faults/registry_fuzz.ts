@@ -1,9 +1,10 @@
 /**
  * Fuzzes the registry's HTTP surface (paths, encodings, methods, `Range`, headers) over a real
  * filesystem store holding one pushed image. Findings: a 5xx answer, a thrown handler, an answer
- * later than 5 s, a read of a key outside `apps/` and `mirror/`.
+ * later than 5 s, a read of a key outside `apps/` and `mirror/` (after normalising the key).
  */
 
+import { posix } from "node:path";
 import { FsStore } from "../../core/fs_store.ts";
 import { silentLogger } from "../../core/log.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
@@ -13,6 +14,17 @@ import { writeImage } from "../../registry/image_writer.ts";
 import { createRegistryHandler } from "../../registry/server.ts";
 import { writeOciLayout } from "../support/oci_image.ts";
 import { type Attack, bounded, Findings, Rand } from "./campaign.ts";
+
+/**
+ * Whether a key read by the registry lies outside `apps/` and `mirror/` once normalised: `.` and
+ * `..` segments and doubled slashes resolved, as a filesystem store would resolve them, so that
+ * `apps/../deployments/index.json` counts as outside.
+ */
+export function readsOutsideImages(key: string): boolean {
+  const n = posix.normalize(key).replace(/^\/+/, "");
+  if (n.split("/").includes("..")) return true;
+  return !n.startsWith("apps/") && !n.startsWith("mirror/");
+}
 
 /** Wraps the real store and records every key read through it. */
 function recording(inner: ObjectStore, keys: string[]): ObjectStore {
@@ -135,7 +147,7 @@ export const registryFuzz: Attack = {
           findings.add("crash or hang", `${what}: ${(err as Error).message}`);
         }
         for (const k of keys) {
-          if (!k.startsWith("apps/") && !k.startsWith("mirror/")) {
+          if (readsOutsideImages(k)) {
             findings.add("read outside apps/ and mirror/", `${what} read ${k}`);
           }
         }

@@ -8,8 +8,27 @@
  */
 
 import * as net from "node:net";
-import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
-import { DeleteParameterCommand, PutParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
+import {
+  AutoScalingClient,
+  DescribeAutoScalingGroupsCommand,
+  DescribeLaunchConfigurationsCommand,
+} from "@aws-sdk/client-auto-scaling";
+import {
+  DescribeInstancesCommand,
+  DescribeInternetGatewaysCommand,
+  DescribeLaunchTemplatesCommand,
+  DescribeSecurityGroupsCommand,
+  DescribeSubnetsCommand,
+  DescribeVpcsCommand,
+  EC2Client,
+} from "@aws-sdk/client-ec2";
+import { CreateBucketCommand, ListBucketsCommand, S3Client } from "@aws-sdk/client-s3";
+import {
+  DeleteParameterCommand,
+  DescribeParametersCommand,
+  PutParameterCommand,
+  SSMClient,
+} from "@aws-sdk/client-ssm";
 import {
   CreateSecretCommand,
   PutSecretValueCommand,
@@ -186,4 +205,69 @@ export async function putSecret(name: string, value: string): Promise<void> {
   } catch {
     await sm.send(new PutSecretValueCommand({ SecretId: name, SecretString: value }));
   }
+}
+
+/**
+ * What the suite's moto holds in `region` that setup could create: S3 buckets, SSM parameters,
+ * EC2 VPCs, subnets, security groups, internet gateways, launch templates and instances, Auto
+ * Scaling groups and launch configurations (sorted names or ids). Two calls around a command that
+ * must create nothing compare equal.
+ */
+export async function motoInventory(region = "us-east-1"): Promise<Record<string, string[]>> {
+  const m = await moto();
+  const config = {
+    region,
+    endpoint: m.endpoint,
+    credentials: { accessKeyId: "test", secretAccessKey: "test" },
+  };
+  const s3 = new S3Client({ ...config, forcePathStyle: true });
+  const ssm = new SSMClient(config);
+  const ec2 = new EC2Client(config);
+  const asg = new AutoScalingClient(config);
+  const parameters: string[] = [];
+  let next: string | undefined;
+  do {
+    const page = await ssm.send(new DescribeParametersCommand({ NextToken: next }));
+    parameters.push(...(page.Parameters ?? []).map((p) => p.Name!));
+    next = page.NextToken;
+  } while (next);
+  const sorted = (xs: (string | undefined)[]) => xs.map(String).sort();
+  return {
+    buckets: sorted((await s3.send(new ListBucketsCommand({}))).Buckets?.map((b) => b.Name) ?? []),
+    parameters: sorted(parameters),
+    vpcs: sorted((await ec2.send(new DescribeVpcsCommand({}))).Vpcs?.map((v) => v.VpcId) ?? []),
+    subnets: sorted(
+      (await ec2.send(new DescribeSubnetsCommand({}))).Subnets?.map((x) => x.SubnetId) ?? [],
+    ),
+    securityGroups: sorted(
+      (await ec2.send(new DescribeSecurityGroupsCommand({}))).SecurityGroups?.map((g) =>
+        g.GroupId
+      ) ?? [],
+    ),
+    internetGateways: sorted(
+      (await ec2.send(new DescribeInternetGatewaysCommand({}))).InternetGateways?.map((g) =>
+        g.InternetGatewayId
+      ) ?? [],
+    ),
+    launchTemplates: sorted(
+      (await ec2.send(new DescribeLaunchTemplatesCommand({}))).LaunchTemplates?.map((t) =>
+        t.LaunchTemplateName
+      ) ?? [],
+    ),
+    instances: sorted(
+      (await ec2.send(new DescribeInstancesCommand({}))).Reservations?.flatMap((r) =>
+        (r.Instances ?? []).map((i) => i.InstanceId)
+      ) ?? [],
+    ),
+    autoScalingGroups: sorted(
+      (await asg.send(new DescribeAutoScalingGroupsCommand({}))).AutoScalingGroups?.map((g) =>
+        g.AutoScalingGroupName
+      ) ?? [],
+    ),
+    launchConfigurations: sorted(
+      (await asg.send(new DescribeLaunchConfigurationsCommand({}))).LaunchConfigurations?.map(
+        (c) => c.LaunchConfigurationName,
+      ) ?? [],
+    ),
+  };
 }

@@ -9,6 +9,11 @@
  *   whose channel is full.
  * - `ListPods`: every Pod, sorted by UID. `GetPod`: one Pod by UID, NOT_FOUND otherwise.
  * - While `initializing`, every call fails with FAILED_PRECONDITION "Kubelet is initializing".
+ * - Recorded from a real kubelet 1.36.3 (tests/support/pods_api_recorder.ts, replayed by
+ *   tests/mesh/pods_api_replay_test.ts): right after a restart it answers a watch with an empty
+ *   initial list (INITIAL_SYNC_COMPLETE first), then ADDED for each Pod it re-adopts, repeated
+ *   for the same UID as their status changes; a re-created static Pod keeps its UID (DELETED,
+ *   then ADDED while Pending with its previous IP).
  *
  * Messages: `WatchPodsEvent { EventType type = 1; bytes pod = 2; }`, `ListPodsResponse { repeated
  * bytes pods = 1; }`, `GetPodRequest { string podUID = 1; }`, `GetPodResponse { bytes pod = 1; }`
@@ -280,9 +285,17 @@ export class PodsApiServer {
     return this.#sorted();
   }
 
-  /** Adds or replaces a Pod: ADDED for a new UID, MODIFIED otherwise, to every watcher. */
-  set(pod: SimPod): void {
-    const type = this.#pods.has(pod.uid) ? EVENT_TYPE.MODIFIED : EVENT_TYPE.ADDED;
+  /**
+   * Adds or replaces a Pod: ADDED for a new UID, MODIFIED otherwise, to every watcher. `event`
+   * names the type instead: a real kubelet (1.36.3, recorded) sends ADDED again for a known UID
+   * while it re-adopts its Pods after a restart; a replay of a recording passes the recorded type.
+   */
+  set(pod: SimPod, options: { event?: "ADDED" | "MODIFIED" } = {}): void {
+    const type = options.event
+      ? EVENT_TYPE[options.event]
+      : this.#pods.has(pod.uid)
+      ? EVENT_TYPE.MODIFIED
+      : EVENT_TYPE.ADDED;
     this.#pods.set(pod.uid, { ...pod });
     this.#broadcast(encodeWatchEvent(type, encodePod(pod)));
   }
