@@ -218,6 +218,30 @@ class Demo {
   }
 
   /** The node's flags a person adds when not on the defaults. */
+  /** Asks the Service by name from inside the client Pod until it answers (with `want`). */
+  async #askFromPod(what: string, clientId: string, want?: string): Promise<void> {
+    await this.#until(what, async () => {
+      const r = await this.#podmin(
+        [
+          "local",
+          "exec",
+          ...this.#nodeFlags(),
+          "--",
+          "crictl",
+          "exec",
+          clientId,
+          "/demo",
+          "get",
+          "hello",
+        ],
+        { show: false, allowFail: true },
+      );
+      if (r.code !== 0 || (want && !r.text.includes(want))) return undefined;
+      this.#indent(r.text);
+      return true;
+    });
+  }
+
   #nodeFlags(): string[] {
     const f: string[] = [];
     if (this.#c.stateDir !== LOCAL_DEFAULTS.stateDir) f.push("--state-dir", this.#c.stateDir);
@@ -444,26 +468,7 @@ class Demo {
           this.#nodeFlags().map((f) => ` ${f}`).join("")
         } -- crictl exec ${clientId} /demo get hello`,
       );
-      await this.#until("an answer inside the client Pod", async () => {
-        const r = await this.#podmin(
-          [
-            "local",
-            "exec",
-            ...this.#nodeFlags(),
-            "--",
-            "crictl",
-            "exec",
-            clientId,
-            "/demo",
-            "get",
-            "hello",
-          ],
-          { show: false, allowFail: true },
-        );
-        if (r.code !== 0) return undefined;
-        this.#indent(r.text);
-        return true;
-      });
+      await this.#askFromPod("an answer inside the client Pod", clientId);
 
       // 9. Version 2.
       const v2 = await writeDemoImageLayout({
@@ -509,26 +514,7 @@ class Demo {
           this.#nodeFlags().map((f) => ` ${f}`).join("")
         } -- crictl exec ${clientId} /demo get hello`,
       );
-      await this.#until("an answer of demo:2.0 inside the client Pod", async () => {
-        const r = await this.#podmin(
-          [
-            "local",
-            "exec",
-            ...this.#nodeFlags(),
-            "--",
-            "crictl",
-            "exec",
-            clientId,
-            "/demo",
-            "get",
-            "hello",
-          ],
-          { show: false, allowFail: true },
-        );
-        if (r.code !== 0 || !r.text.includes("demo:2.0")) return undefined;
-        this.#indent(r.text);
-        return true;
-      });
+      await this.#askFromPod("an answer of demo:2.0 inside the client Pod", clientId, "demo:2.0");
       c.out("");
       c.out(`Time to the first answered request: ${seconds(first)}.`);
       return 0;
