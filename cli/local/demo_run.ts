@@ -19,6 +19,8 @@ import { writeDemoImageLayout } from "./demo_image.ts";
 import { LOCAL_DEFAULTS } from "./local_defaults.ts";
 import { nodePaths, readState } from "./local_node.ts";
 import { fetchPinnedBinaries, PinnedDownloadError } from "./node_binaries.ts";
+import { buildFromSource } from "./source_build.ts";
+import { DEFAULT_CATALOG } from "../setup/default_catalog.ts";
 
 const HELP = `Usage: sudo deno task demo [flags]
 
@@ -32,6 +34,10 @@ Flags:
   --bin-dir DIR              node programs built here (repeatable) instead of the
                              pinned downloads (containerd, containerd-shim-runc-v2,
                              kubelet, crictl, coredns; runc from PATH)
+  --build-from-source        build the pinned kubelet, containerd, crictl and CoreDNS
+                             from the Go module proxy (needs Go; tens of minutes the
+                             first time, cached by version) where the vendors'
+                             downloads are unreachable; runc from PATH
   --cni-bin-dir DIR          ptp, host-local, loopback (default /opt/cni/bin, /usr/lib/cni)
   --dependency-catalog FILE  pins to download instead of the embedded catalogue
                              (the JSON shape of podmin setup --dependency-catalog)
@@ -107,6 +113,7 @@ export async function runDemo(o: DemoOptions): Promise<number> {
       options: {
         keep: { type: "boolean", default: false },
         "bin-dir": { type: "string", multiple: true },
+        "build-from-source": { type: "boolean", default: false },
         "cni-bin-dir": { type: "string" },
         "dependency-catalog": { type: "string" },
         "state-dir": { type: "string", default: LOCAL_DEFAULTS.stateDir },
@@ -142,6 +149,7 @@ export async function runDemo(o: DemoOptions): Promise<number> {
       out,
       keep: v.keep!,
       binDirs: v["bin-dir"] ?? [],
+      buildFromSource: v["build-from-source"]!,
       cniBinDir: v["cni-bin-dir"],
       catalogFile: v["dependency-catalog"],
       stateDir: path.resolve(v["state-dir"]!),
@@ -160,15 +168,9 @@ export async function runDemo(o: DemoOptions): Promise<number> {
       out("     (containerd, containerd-shim-runc-v2, kubelet, crictl, coredns; runc from PATH,");
       out("     the CNI plugins from /opt/cni/bin or /usr/lib/cni)");
       out(
-        "  2. build the pinned versions from the Go module proxy (tens of minutes), then use them:",
+        "  2. build the pinned versions from the Go module proxy (tens of minutes, then cached):",
       );
-      out("       sudo PODMIN_TEST_BIN=/opt/podmin-bin bash tests/peers/build_node_peers.sh");
-      out(
-        "       sudo deno task demo " +
-          ["kubelet", "containerd", "crictl", "coredns"].map((n) =>
-            `--bin-dir /opt/podmin-bin/node/${n}-v<pinned>`
-          ).join(" "),
-      );
+      out("       sudo deno task demo --build-from-source");
       out("  (or --dependency-catalog FILE with URLs this host reaches)");
       return 1;
     }
@@ -185,6 +187,8 @@ interface DemoConfig {
   out: (line: string) => void;
   keep: boolean;
   binDirs: string[];
+  /** Build the pinned programs from source instead of downloading them (`--build-from-source`). */
+  buildFromSource: boolean;
   cniBinDir?: string;
   catalogFile?: string;
   stateDir: string;
@@ -341,6 +345,19 @@ class Demo {
       const upArgs = ["local", "up", ...this.#nodeFlags()];
       if (c.binDirs.length) {
         for (const d of c.binDirs) upArgs.push("--bin-dir", d);
+      } else if (c.buildFromSource) {
+        const outRoot = path.join(defaultCacheDir(), "source-builds");
+        this.#say(
+          "Build the pinned kubelet, containerd, crictl and CoreDNS from the Go module proxy " +
+            `(cached by version in ${outRoot}: tens of minutes the first time, then nothing)`,
+          "sudo deno task demo --build-from-source",
+        );
+        const catalog = c.catalogFile
+          ? await resolveCatalog(await readCatalogFile(c.catalogFile))
+          : DEFAULT_CATALOG;
+        const dirs = await buildFromSource({ catalog, outRoot, log: (l) => c.out(`     ${l}`) });
+        for (const d of dirs) upArgs.push("--bin-dir", d);
+        c.out(`     built or cached: ${dirs.map((d) => path.basename(d)).join(", ")}`);
       } else {
         this.#say(
           "Fetch the pinned node programs (containerd, runc, kubelet, crictl, CoreDNS, CNI plugins) " +

@@ -290,7 +290,7 @@ testWith(
         text,
       );
       assert.match(text, /sudo deno task demo --bin-dir DIR/);
-      assert.match(text, /bash tests\/peers\/build_node_peers\.sh/);
+      assert.match(text, /sudo deno task demo --build-from-source/);
       await assert.rejects(Deno.stat(path.join(stateDir, "state.json")), "no node was brought up");
     } finally {
       await Deno.remove(work, { recursive: true }).catch(() => {});
