@@ -335,7 +335,7 @@ Deno.test("vmconfig: the generated kubelet config is the standalone contract", a
   const cfg = await kubeletConfig("1.37.2");
   assert.equal(cfg.kind, "KubeletConfiguration");
   assert.equal(cfg.staticPodPath, "/etc/podmin/manifests");
-  assert.deepEqual(cfg.systemReserved, { cpu: "200m", memory: "224Mi" });
+  assert.deepEqual(cfg.systemReserved, { cpu: "200m", memory: "512Mi" });
   assert.deepEqual(cfg.enforceNodeAllocatable, ["pods"]);
   assert.equal(cfg.featureGates, undefined, "1.37 has the Pods API on by default");
   assert.equal(cfg.authentication.anonymous.enabled, false);

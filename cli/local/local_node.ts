@@ -19,6 +19,7 @@
 
 import * as path from "node:path";
 import { AGENT_ENV } from "../../core/agent_runtime_settings.ts";
+import { nodeGoEnv } from "../../core/node_runtime_settings.ts";
 import { LOCAL_DEFAULTS } from "./local_defaults.ts";
 import { IDENTITY_WRITES, imageTagKey, parseImageRepository } from "../../core/bucket_layout.ts";
 import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
@@ -425,8 +426,10 @@ async function startDaemons(o: LocalUpOptions & { state: LocalState; bucket: str
       argv: specs[name].argv,
       log: path.join(p.logs, `${name}.log`),
       // Only the agent needs the caller's environment (AWS credentials, endpoint); it runs with
-      // the process settings nodes give it.
-      env: name === "podmin-agent" ? { ...Deno.env.toObject(), ...env, ...AGENT_ENV } : env,
+      // the process settings nodes give it; kubelet and containerd get their Go runtime settings.
+      env: name === "podmin-agent"
+        ? { ...Deno.env.toObject(), ...env, ...AGENT_ENV }
+        : { ...env, ...nodeGoEnv(name) },
     });
     state.daemons[name] = daemon;
     await writeState(o.stateDir, state);

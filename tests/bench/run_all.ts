@@ -61,6 +61,9 @@ export const BENCHES: Bench[] = [
     root: true,
   },
   { name: "mesh", script: "mesh_bench.ts" },
+  // A real node (podmin local up, 20 Pods; 2 in a smoke run): the node services' memory and idle
+  // CPU against what kubelet reserves for them (issue 35). Needs root and the pinned node peers.
+  { name: "node footprint", script: "node_footprint_bench.ts", root: true },
 ];
 
 /**
@@ -326,6 +329,44 @@ export const ROWS: Row[] = [
     peer: "deploy_agent_rss_unset_mib",
     unit: "MiB",
     better: "lower",
+  },
+  // The node footprint (issue 35, node_footprint_bench.ts): a real node with 20 Pods.
+  // PSS holds the bound: it charges each page once (the shims share their program's text, the
+  // agent shares Deno's with every other Deno process), as the kernel does. RSS is the reference.
+  {
+    key: "node_services_vs_reserved",
+    label: "node services PSS, 20 Pods, shims included, vs kubelet systemReserved",
+    figure: "node_services_pss_mib",
+    peer: "node_reserved_mib",
+    unit: "MiB",
+    better: "lower",
+    goal: 1,
+  },
+  {
+    key: "node_services_rss_vs_reserved",
+    label: "node services RSS summed, 20 Pods, vs systemReserved (reference)",
+    figure: "node_services_rss_mib",
+    peer: "node_reserved_mib",
+    unit: "MiB",
+    better: "lower",
+  },
+  {
+    key: "agent_node_rss",
+    label: "agent RSS on a real node, 20 Pods (peer: the node services' sum)",
+    figure: "agent_node_rss_mib",
+    peer: "node_services_rss_mib",
+    unit: "MiB",
+    better: "lower",
+    absolute: { max: 64 },
+  },
+  {
+    key: "agent_node_idle_cpu",
+    label: "agent idle CPU on a real node, 20 Pods (peer: the node services' sum)",
+    figure: "agent_node_idle_cpu_pct",
+    peer: "node_services_idle_cpu_pct",
+    unit: "% core",
+    better: "lower",
+    absolute: { max: 0.3 },
   },
   // Cluster scale (issue 18): simulated agents on moto, every request of the cluster counted.
   {

@@ -286,7 +286,7 @@ testWith(
         for (
           const s of [
             "staticPodPath: /etc/podmin/manifests",
-            "  cpu: 200m\n  memory: 224Mi",
+            "  cpu: 200m\n  memory: 512Mi",
             "enforceNodeAllocatable:\n  - pods",
             // Pods resolve through the node's CoreDNS.
             `clusterDNS:\n  - ${NODE_IP}\nclusterDomain: cluster.local`,

@@ -70,11 +70,11 @@ toml() {
 
 NODE_IP=2600:1f18:4b2:aa00::a
 
-@test "kubelet config: standalone, static Pods, 200m/224Mi reserved, allocatable enforced" {
+@test "kubelet config: standalone, static Pods, 200m/512Mi reserved, allocatable enforced" {
   run gen_kubelet_config 1.37.2 "$NODE_IP"
   [ "$status" -eq 0 ]
   [[ $output == *"staticPodPath: /etc/podmin/manifests"* ]]
-  [[ $output == *$'systemReserved:\n  cpu: 200m\n  memory: 224Mi'* ]]
+  [[ $output == *$'systemReserved:\n  cpu: 200m\n  memory: 512Mi'* ]]
   [[ $output == *$'enforceNodeAllocatable:\n  - pods'* ]]
   [[ $output != *kubeconfig* && $output != *server:* ]]
 }

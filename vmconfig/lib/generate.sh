@@ -21,9 +21,12 @@ readonly NAT64_ROUTE_TABLE=110
 # IPv4 source NAT ports (and ICMP ids) with NAT64: below Jool's pool4 ports 61001-65535 (nat.sh),
 # since both may use the stable ENI's address.
 readonly NAT_MASQUERADE_PORTS=1024-61000
-# Reserved for the operating system and node services; the rest is allocatable to Pods.
+# Reserved for the operating system and node services; the rest is allocatable to Pods. Memory:
+# measured on a real node with 20 Pods (tests/bench/node_footprint_bench.ts, docs/spec.md):
+# agent 85 + kubelet 78 + containerd 57 + CoreDNS 53 + 20 shims 102 (PSS) = 375 MiB, plus the
+# operating system's services (SSM agent, fluent-bit, systemd; not measured there) and growth.
 readonly SYSTEM_RESERVED_CPU=200m
-readonly SYSTEM_RESERVED_MEMORY=224Mi
+readonly SYSTEM_RESERVED_MEMORY=512Mi
 # IPv4 ranges that are not globally reachable (RFC 6890 special-purpose registry); NAT64 never
 # translates towards them (the VPC, link-local/instance metadata, loopback, multicast, ...).
 readonly NON_GLOBAL_IPV4="0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16
