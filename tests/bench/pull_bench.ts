@@ -26,9 +26,9 @@ import type { ObjectStore } from "../../core/object_store.ts";
 import { startCriContainerd } from "../support/cri_containerd.ts";
 import { freePort } from "../support/moto.ts";
 import { tarOf } from "../support/oci_image.ts";
-import { waitFor } from "../support/programs.ts";
 import { startVersitygw, VERSITYGW_CREDENTIALS } from "../support/versitygw.ts";
 import { benchSmoke, median, processCpuSeconds, recordFigures } from "./bench_output.ts";
+import { serve, type Server } from "./registry_process.ts";
 import { shippedAgent } from "./shipped_agent.ts";
 
 const SMOKE = benchSmoke();
@@ -42,40 +42,6 @@ const LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar";
 const enc = new TextEncoder();
 
 /** A registry process of the benchmark. */
-interface Server {
-  base: string;
-  pid: number;
-  stop(): Promise<void>;
-}
-
-async function serve(
-  options: { cmd: string; args: string[]; env?: Record<string, string>; base: string },
-): Promise<Server> {
-  const child = new Deno.Command(options.cmd, {
-    args: options.args,
-    env: options.env,
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
-  await waitFor(options.cmd, async () => {
-    try {
-      const res = await fetch(`${options.base}/v2/`);
-      await res.body?.cancel();
-      return res.ok;
-    } catch {
-      return false;
-    }
-  }, 30_000);
-  return {
-    base: options.base,
-    pid: child.pid,
-    async stop() {
-      child.kill("SIGTERM");
-      await child.status;
-    },
-  };
-}
 
 /** The test image: a config, one uncompressed layer holding one random file, a manifest. */
 function makeImage() {

@@ -23,7 +23,6 @@ import { createFsBucket, FsStore } from "../../core/fs_store.ts";
 import type { ObjectStore } from "../../core/object_store.ts";
 import { S3Store } from "../../core/s3_store.ts";
 import { freePort, moto } from "../support/moto.ts";
-import { waitFor } from "../support/programs.ts";
 import { SmithySha256 } from "../support/smithy_sha256.ts";
 import {
   benchSmoke,
@@ -32,6 +31,7 @@ import {
   processCpuSeconds,
   recordFigures,
 } from "./bench_output.ts";
+import { serve, type Server } from "./registry_process.ts";
 import { shippedAgent } from "./shipped_agent.ts";
 
 const SMOKE = benchSmoke();
@@ -45,44 +45,10 @@ const CREDS = { AWS_ACCESS_KEY_ID: "testing", AWS_SECRET_ACCESS_KEY: "testing" }
 const enc = new TextEncoder();
 
 /** A server process of the benchmark, with its CPU time and RSS from /proc. */
-interface Server {
-  base: string;
-  pid: number;
-  stop(): Promise<void>;
-}
 
 async function rssMiB(pid: number): Promise<number> {
   const status = await Deno.readTextFile(`/proc/${pid}/status`);
   return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
-}
-
-async function serve(
-  options: { cmd: string; args: string[]; env?: Record<string, string>; base: string },
-): Promise<Server> {
-  const child = new Deno.Command(options.cmd, {
-    args: options.args,
-    env: options.env,
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
-  await waitFor(options.cmd, async () => {
-    try {
-      const res = await fetch(`${options.base}/v2/`);
-      await res.body?.cancel();
-      return res.ok;
-    } catch {
-      return false;
-    }
-  }, 30_000);
-  return {
-    base: options.base,
-    pid: child.pid,
-    async stop() {
-      child.kill("SIGTERM");
-      await child.status;
-    },
-  };
 }
 
 /** The agent's registry as nodes run it (the bundle with the runtime settings). */
