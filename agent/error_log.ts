@@ -7,7 +7,7 @@
  * is one kind, not a new error each pass.
  */
 
-import type { Logger } from "../core/log.ts";
+import type { Logger } from "../core/kit/log.ts";
 
 /** Options of `ErrorLog`. */
 export interface ErrorLogOptions {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger } from "../core/log.ts";
+import { createLogger } from "../core/kit/log.ts";
 import { ErrorLog, problemKind } from "./error_log.ts";
 
 Deno.test("error log: alternating details are one kind; first, summary and recovery are logged", () => {

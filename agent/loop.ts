@@ -13,9 +13,9 @@
  *   logged and counts as a failure.
  */
 
-import type { Logger } from "../core/log.ts";
-import { silentLogger } from "../core/log.ts";
-import { backoffMs } from "../core/retry.ts";
+import type { Logger } from "../core/kit/log.ts";
+import { silentLogger } from "../core/kit/log.ts";
+import { backoffMs } from "../core/kit/retry.ts";
 
 /** What a pass is asked to do. */
 export interface LoopRequest {

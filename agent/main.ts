@@ -1,6 +1,6 @@
 /** `podmin-agent`: converges one VM to the desired state in the cluster bucket. */
 
-import { runProgram } from "../core/cli_kit.ts";
+import { runProgram } from "../core/kit/cli_kit.ts";
 import { programOf } from "./program.ts";
 
 if (import.meta.main) {

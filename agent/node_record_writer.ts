@@ -1,5 +1,5 @@
 /**
- * The node's record under `dns/nodes/` (core/node_record.ts): written on every heartbeat with the
+ * The node's record under `dns/nodes/` (core/bucket/node_record.ts): written on every heartbeat with the
  * deployments loop's summary, removed on clean shutdown. A failed write is reported and retried on
  * the next heartbeat; nothing else depends on it.
  */
@@ -9,11 +9,11 @@ import {
   type NodeRecord,
   nodeRecordKey,
   serializeNodeRecord,
-} from "../core/node_record.ts";
-import type { ObjectStore } from "../core/object_store.ts";
-import type { EndpointSet } from "../core/endpoint_snapshot.ts";
-import { API_VERSION } from "../core/resources.ts";
-import { VERSION } from "../core/version.ts";
+} from "../core/bucket/node_record.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
+import type { EndpointSet } from "../core/model/endpoint_snapshot.ts";
+import { API_VERSION } from "../core/model/resources.ts";
+import { VERSION } from "../core/kit/version.ts";
 
 /** Options of `NodeRecordWriter`. */
 export interface NodeRecordWriterOptions {

@@ -15,8 +15,8 @@
  */
 
 import * as path from "node:path";
-import { PodminError } from "../core/errors.ts";
-import type { Logger } from "../core/log.ts";
+import { PodminError } from "../core/kit/errors.ts";
+import type { Logger } from "../core/kit/log.ts";
 import { POD_DIR_PATTERN, podDirName } from "./pod_dir.ts";
 
 const GEN_PREFIX = "..gen-";

@@ -3,8 +3,8 @@
  * value: a failed read or an invalid new version never replaces what it had (spec §7.3).
  */
 
-import { NotFoundError } from "../core/errors.ts";
-import type { ObjectStore } from "../core/object_store.ts";
+import { NotFoundError } from "../core/kit/errors.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
 
 /** Options of `PolledObject`. */
 export interface PolledObjectOptions<T> {

@@ -1,7 +1,7 @@
 /** The `podmin-agent` program: its command list. */
 
-import type { Command, Program } from "../core/cli_kit.ts";
-import { versionLine } from "../core/version.ts";
+import type { Command, Program } from "../core/kit/cli_kit.ts";
+import { versionLine } from "../core/kit/version.ts";
 import { dataplaneCommands } from "./dataplane/command.ts";
 import { discoveryCommands } from "./discovery/pods_command.ts";
 import { registryCommands } from "./registry_command.ts";

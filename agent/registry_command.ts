@@ -1,8 +1,8 @@
 /** `podmin-agent registry`: the loopback registry alone (the agent's `run` also hosts it). */
 
-import { booleanFlag, bucketUrl, type Command, stringFlag } from "../core/cli_kit.ts";
-import { createLogger } from "../core/log.ts";
-import { openStore } from "../core/store_url.ts";
+import { booleanFlag, bucketUrl, type Command, stringFlag } from "../core/kit/cli_kit.ts";
+import { createLogger } from "../core/kit/log.ts";
+import { openStore } from "../core/store/store_url.ts";
 import {
   REGISTRY_LISTEN,
   REGISTRY_REDIRECT_MIN_BYTES,

@@ -1,9 +1,9 @@
 /** `podmin-agent run` and `podmin-agent status`. */
 
-import { bucketUrl, type Command, type CommandContext } from "../core/cli_kit.ts";
-import { createLogger, type Logger } from "../core/log.ts";
-import type { ObjectStore } from "../core/object_store.ts";
-import { openStore } from "../core/store_url.ts";
+import { bucketUrl, type Command, type CommandContext } from "../core/kit/cli_kit.ts";
+import { createLogger, type Logger } from "../core/kit/log.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
+import { openStore } from "../core/store/store_url.ts";
 import { DeploymentsLoop } from "./deployments/deployments_loop.ts";
 import { SecretsSync } from "./secrets/secrets_sync.ts";
 import { Loop } from "./loop.ts";
@@ -15,11 +15,11 @@ import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
 import { ANNOUNCED_HINT_DELAY_MS, IndexNotifier } from "./mesh/index_notifier.ts";
 import { clusterAnnouncers } from "./mesh/index_poller.ts";
 import { NODE_CERT_LIFETIME } from "./mesh/node_identity.ts";
-import type { AnnouncedObject } from "../core/endpoint_snapshot.ts";
+import type { AnnouncedObject } from "../core/model/endpoint_snapshot.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
 import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
-import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../core/node_record.ts";
+import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../core/bucket/node_record.ts";
 import { CaView } from "./identity/ca_view.ts";
 import { type TelemetryStatus } from "./identity/telemetry.ts";
 import * as path from "node:path";
@@ -36,7 +36,7 @@ import { caKeySource, loadClusterCa, telemetryIdentity } from "./run_parts.ts";
 import { writeJsonStatus } from "./status_file.ts";
 import { Dataplane } from "./dataplane/dataplane.ts";
 import { NodeDataplane } from "./dataplane/node_dataplane.ts";
-import type { ClusterSnapshot } from "../core/endpoint_snapshot.ts";
+import type { ClusterSnapshot } from "../core/model/endpoint_snapshot.ts";
 import { canTrimMalloc, trimMalloc } from "../ffi/malloc_trim.ts";
 
 const MAX_BACKOFF_MS = 30_000;

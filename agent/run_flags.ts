@@ -1,11 +1,16 @@
 /** The flags of `podmin-agent run`: defaults, parsing and checks (usage errors name the flag). */
 
-import { booleanFlag, type CommandContext, requireString, stringFlag } from "../core/cli_kit.ts";
-import { parseDuration } from "../core/duration.ts";
-import { UsageError } from "../core/errors.ts";
-import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../core/ipv6.ts";
-import { checkClusterId, checkNodeGroup, checkNodeId } from "../core/names.ts";
-import { defaultRegion } from "../core/store_url.ts";
+import {
+  booleanFlag,
+  type CommandContext,
+  requireString,
+  stringFlag,
+} from "../core/kit/cli_kit.ts";
+import { parseDuration } from "../core/kit/duration.ts";
+import { UsageError } from "../core/kit/errors.ts";
+import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../core/model/ipv6.ts";
+import { checkClusterId, checkNodeGroup, checkNodeId } from "../core/model/names.ts";
+import { defaultRegion } from "../core/store/store_url.ts";
 import {
   REGISTRY_LISTEN,
   REGISTRY_REDIRECT_MIN_BYTES,

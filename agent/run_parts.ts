@@ -1,11 +1,11 @@
 /** The parts `podmin-agent run` wires together, built from its flags: key sources, telemetry. */
 
-import { UsageError } from "../core/errors.ts";
-import type { Logger } from "../core/log.ts";
-import type { ObjectStore } from "../core/object_store.ts";
-import { clusterCaName } from "../core/provider_names.ts";
-import type { RetryPolicy } from "../core/retry.ts";
-import { openStore } from "../core/store_url.ts";
+import { UsageError } from "../core/kit/errors.ts";
+import type { Logger } from "../core/kit/log.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
+import { clusterCaName } from "../core/model/provider_names.ts";
+import type { RetryPolicy } from "../core/kit/retry.ts";
+import { openStore } from "../core/store/store_url.ts";
 import { type CaKeySource, fileCaKey, ssmCaKey } from "./identity/ca_key.ts";
 import type { CaView } from "./identity/ca_view.ts";
 import { TelemetryIdentity } from "./identity/telemetry.ts";

@@ -5,17 +5,17 @@
  * names, VIPs and ports.
  */
 
-import { SERVICE_INDEX } from "../core/bucket_layout.ts";
-import { LIMITS } from "../core/limits.ts";
-import type { ObjectStore } from "../core/object_store.ts";
-import type { Deployment, Service } from "../core/resources.ts";
+import { SERVICE_INDEX } from "../core/bucket/bucket_layout.ts";
+import { LIMITS } from "../core/kit/limits.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
+import type { Deployment, Service } from "../core/model/resources.ts";
 import {
   emptyServiceIndex,
   parseServiceIndex,
   type ServiceEntry,
   type ServiceIndex,
-} from "../core/service_index.ts";
-import { readSpec } from "../core/spec_objects.ts";
+} from "../core/bucket/service_index.ts";
+import { readSpec } from "../core/bucket/spec_objects.ts";
 import { PolledObject, type PolledObjectOptions } from "./polled_object.ts";
 
 /** The cluster DNS domain of Service names. */

@@ -1,6 +1,6 @@
 /** `podmin-agent status`: the running agent's last pass, from its state directory. */
 
-import { type Command, stringFlag } from "../core/cli_kit.ts";
+import { type Command, stringFlag } from "../core/kit/cli_kit.ts";
 import * as path from "node:path";
 import { readStatus } from "./deployments/status.ts";
 import type { MeshStatus } from "./mesh/discovery_mesh.ts";

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { Dataplane } from "../agent/dataplane/dataplane.ts";
-import { formatIpv6, parseIpv6 } from "../core/ipv6.ts";
+import { formatIpv6, parseIpv6 } from "../core/model/ipv6.ts";
 import { progTestRun } from "../ffi/bpf_object.ts";
 import { testWith } from "../tests/support/requirements.ts";
 

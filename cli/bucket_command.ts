@@ -1,6 +1,6 @@
 /** `podmin create-bucket`: the one explicit way to create a filesystem bucket. */
 
-import { bucketUrl, type Command } from "../core/cli_kit.ts";
+import { bucketUrl, type Command } from "../core/kit/cli_kit.ts";
 
 const createBucketCommand: Command = {
   name: "create-bucket",
@@ -16,7 +16,7 @@ Example:
   options: {},
   async run(ctx) {
     const url = bucketUrl(ctx);
-    const { createBucket } = await import("../core/bucket_url.ts"); // the filesystem store
+    const { createBucket } = await import("../core/store/bucket_url.ts"); // the filesystem store
     ctx.out(await createBucket(url) ? `created ${url}` : `${url} exists`);
   },
 };

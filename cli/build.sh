@@ -98,7 +98,7 @@ compile)
     mkdir -p "$dist/${arch}"
     for name in "${programs[@]}"; do
       log="$dist/${arch}/${name}.compile.log"
-      # --v8-flags: core/agent_runtime_settings.ts AGENT_V8_FLAGS (its test checks this copy).
+      # --v8-flags: core/model/agent_runtime_settings.ts AGENT_V8_FLAGS (its test checks this copy).
       if ! deno compile --quiet --no-config --allow-all --v8-flags=--max-semi-space-size=1 \
         --target "$target" \
         -o "$dist/${arch}/${name}" "$dist/${name}.js" >"$log" 2>&1; then

@@ -14,7 +14,7 @@ export {
 function bundle(entryImports: string): Map<string, string> {
   return new Map([
     ["chunk-RT.js", RUNTIME],
-    ["chunk-KIT.js", `import "./chunk-RT.js";\n// core/cli_kit.ts\nexport const kit = 1;\n`],
+    ["chunk-KIT.js", `import "./chunk-RT.js";\n// core/kit/cli_kit.ts\nexport const kit = 1;\n`],
     [
       "main.js",
       `import {\n  kit\n} from "./chunk-KIT.js";\n${entryImports}// cli/main.ts\n` +

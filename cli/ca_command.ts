@@ -3,7 +3,7 @@
  * and flags; the implementation (cli/ca_run.ts, with the certificate library) loads when it runs.
  */
 
-import type { Command } from "../core/cli_kit.ts";
+import type { Command } from "../core/kit/cli_kit.ts";
 
 const ca: Command = {
   name: "ca",

@@ -5,12 +5,12 @@
  * parses, matches its entry, is a CA self-signed by its own key, and all are for one key.
  */
 
-import { type LeaseDocument, parseLeaseDocument } from "../core/bucket_lease.ts";
-import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../core/bucket_layout.ts";
-import { parseCertificatesPem } from "../core/certificates.ts";
-import { type CommandContext, stringFlag } from "../core/cli_kit.ts";
-import { PodminError, UsageError } from "../core/errors.ts";
-import { getIfExists, type ObjectStore } from "../core/object_store.ts";
+import { type LeaseDocument, parseLeaseDocument } from "../core/bucket/bucket_lease.ts";
+import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../core/bucket/bucket_layout.ts";
+import { parseCertificatesPem } from "../core/crypto/certificates.ts";
+import { type CommandContext, stringFlag } from "../core/kit/cli_kit.ts";
+import { PodminError, UsageError } from "../core/kit/errors.ts";
+import { getIfExists, type ObjectStore } from "../core/store/object_store.ts";
 import {
   checkCaState,
   type CheckedCaState,
@@ -18,7 +18,7 @@ import {
   trustBundlePem,
   WORKLOAD_CA_STATE_MAX_BYTES,
   type WorkloadCaState,
-} from "../core/workload_ca_state.ts";
+} from "../core/bucket/workload_ca_state.ts";
 import { storeOf } from "./cluster_reads.ts";
 
 /** The state, checked without the key (see the module comment). Throws when absent or invalid. */

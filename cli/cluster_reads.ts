@@ -1,8 +1,8 @@
 /**
  * What the CLI reads back from the bucket to show the cluster: the indexes with their specs, the
  * Podmin image references of a Deployment and whether the image store holds them, the tags of
- * the image store. Bucket objects are untrusted: keys are re-derived through core/bucket_layout.ts
- * and specs verified by core/spec_objects.ts.
+ * the image store. Bucket objects are untrusted: keys are re-derived through core/bucket/bucket_layout.ts
+ * and specs verified by core/bucket/spec_objects.ts.
  */
 
 import {
@@ -12,23 +12,23 @@ import {
   imageTagKey,
   parseImageRepository,
   PREFIXES,
-} from "../core/bucket_layout.ts";
-import { bucketUrl, type CommandContext } from "../core/cli_kit.ts";
-import { parseStoreUrl, storeAt } from "../core/bucket_url.ts";
-import { readDeploymentIndex } from "../core/deployment_index.ts";
-import { isDigest, sha256Hex } from "../core/digest.ts";
-import { NotFoundError, UsageError } from "../core/errors.ts";
-import { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
-import type { Deployment, Resource, Service } from "../core/resources.ts";
-import { readServiceIndex } from "../core/service_index.ts";
-import { readSpec } from "../core/spec_objects.ts";
-import { getIfExists, type ObjectStore } from "../core/object_store.ts";
+} from "../core/bucket/bucket_layout.ts";
+import { bucketUrl, type CommandContext } from "../core/kit/cli_kit.ts";
+import { parseStoreUrl, storeAt } from "../core/store/bucket_url.ts";
+import { readDeploymentIndex } from "../core/bucket/deployment_index.ts";
+import { isDigest, sha256Hex } from "../core/kit/digest.ts";
+import { NotFoundError, UsageError } from "../core/kit/errors.ts";
+import { REGISTRY_HOSTNAME } from "../core/model/image_ref.ts";
+import type { Deployment, Resource, Service } from "../core/model/resources.ts";
+import { readServiceIndex } from "../core/bucket/service_index.ts";
+import { readSpec } from "../core/bucket/spec_objects.ts";
+import { getIfExists, type ObjectStore } from "../core/store/object_store.ts";
 import {
   isStale,
   NODE_RECORD_MAX_BYTES,
   type NodeRecord,
   parseNodeRecord,
-} from "../core/node_record.ts";
+} from "../core/bucket/node_record.ts";
 
 /** The resource kinds the CLI names. */
 export type Kind = "Deployment" | "Service";
@@ -46,7 +46,9 @@ export const KIND_WORDS: Record<Kind, string[]> = {
 export async function storeOf(ctx: CommandContext): Promise<ObjectStore> {
   const region = typeof ctx.values.region === "string" ? ctx.values.region : undefined;
   const at = parseStoreUrl(bucketUrl(ctx));
-  const s3Store = at.scheme === "s3" ? (await import("../core/s3_store.ts")).S3Store : undefined;
+  const s3Store = at.scheme === "s3"
+    ? (await import("../core/store/s3_store.ts")).S3Store
+    : undefined;
   return storeAt(at, { region, s3Store });
 }
 

@@ -3,7 +3,7 @@
  * each loads its implementation (cli/cluster_view_run.ts) when it runs.
  */
 
-import type { Command } from "../core/cli_kit.ts";
+import type { Command } from "../core/kit/cli_kit.ts";
 
 const images: Command = {
   name: "images",

@@ -3,11 +3,11 @@
  * cli/cluster_view_commands.ts).
  */
 
-import { isStale } from "../core/node_record.ts";
-import { type CommandContext, stringFlag } from "../core/cli_kit.ts";
-import { UsageError } from "../core/errors.ts";
-import { REGISTRY_HOSTNAME } from "../core/image_ref.ts";
-import type { Deployment } from "../core/resources.ts";
+import { isStale } from "../core/bucket/node_record.ts";
+import { type CommandContext, stringFlag } from "../core/kit/cli_kit.ts";
+import { UsageError } from "../core/kit/errors.ts";
+import { REGISTRY_HOSTNAME } from "../core/model/image_ref.ts";
+import type { Deployment } from "../core/model/resources.ts";
 import {
   listTags,
   missingImages,

@@ -10,8 +10,8 @@ import {
   type LoadedProgram,
   type OptionSpec,
   type Program,
-} from "../core/cli_kit.ts";
-import { UsageError } from "../core/errors.ts";
+} from "../core/kit/cli_kit.ts";
+import { UsageError } from "../core/kit/errors.ts";
 
 function flags(options: OptionSpec): string[] {
   return Object.entries(options).flatMap((

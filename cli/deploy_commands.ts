@@ -3,7 +3,7 @@
  * help and flags; each loads its implementation (cli/deploy_run.ts) when it runs.
  */
 
-import type { Command } from "../core/cli_kit.ts";
+import type { Command } from "../core/kit/cli_kit.ts";
 
 /** `-f`, `-R` and `-n` as apply, diff and delete take them. */
 const FILE_OPTIONS = {

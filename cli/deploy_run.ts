@@ -1,13 +1,13 @@
 /** What `podmin apply | diff | delete` do (their help and flags: cli/deploy_commands.ts). */
 
-import { type CommandContext, stringFlag, stringsFlag } from "../core/cli_kit.ts";
-import { sortKeys } from "../core/canonical_json.ts";
-import { NotFoundError, PodminError, UsageError } from "../core/errors.ts";
-import { checkNamespace, checkObjectName, DEFAULT_NAMESPACE } from "../core/names.ts";
-import type { ObjectStore } from "../core/object_store.ts";
-import { baselineViolations } from "../core/pod_security.ts";
-import { type Deployment, type Resource, resourceRef } from "../core/resources.ts";
-import { readSpec } from "../core/spec_objects.ts";
+import { type CommandContext, stringFlag, stringsFlag } from "../core/kit/cli_kit.ts";
+import { sortKeys } from "../core/kit/canonical_json.ts";
+import { NotFoundError, PodminError, UsageError } from "../core/kit/errors.ts";
+import { checkNamespace, checkObjectName, DEFAULT_NAMESPACE } from "../core/model/names.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
+import { baselineViolations } from "../core/model/pod_security.ts";
+import { type Deployment, type Resource, resourceRef } from "../core/model/resources.ts";
+import { readSpec } from "../core/bucket/spec_objects.ts";
 import { type Kind, kindOf, missingImages, storeOf } from "./cluster_reads.ts";
 import { applyResources, type Change, deleteResource } from "./desired_state.ts";
 import { lineDiff } from "./line_diff.ts";

@@ -1,28 +1,28 @@
 /**
  * Writing desired state: apply, diff and delete Deployments and Services.
  * Spec objects are content-addressed and written before the index that
- * references them (core/spec_objects.ts); the indexes are updated by the CAS
+ * references them (core/bucket/spec_objects.ts); the indexes are updated by the CAS
  * loop over the core index objects.
  */
 
-import { casUpdate } from "../core/cas_update.ts";
+import { casUpdate } from "../core/store/cas_update.ts";
 import {
   DEPLOYMENT_INDEX_OBJECT,
   type DeploymentEntry,
   readDeploymentIndex,
-} from "../core/deployment_index.ts";
-import { NotFoundError, UsageError } from "../core/errors.ts";
-import type { ObjectStore } from "../core/object_store.ts";
-import type { Deployment, Resource, Service } from "../core/resources.ts";
+} from "../core/bucket/deployment_index.ts";
+import { NotFoundError, UsageError } from "../core/kit/errors.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
+import type { Deployment, Resource, Service } from "../core/model/resources.ts";
 import {
   allocateVip,
   readServiceIndex,
   type ServiceEntry,
   type ServiceIndex,
   serviceIndexObject,
-} from "../core/service_index.ts";
-import { type EncodedSpec, encodeSpec, writeSpec } from "../core/spec_objects.ts";
-import { formatIpv6Prefix, parseIpv6Prefix } from "../core/ipv6.ts";
+} from "../core/bucket/service_index.ts";
+import { type EncodedSpec, encodeSpec, writeSpec } from "../core/bucket/spec_objects.ts";
+import { formatIpv6Prefix, parseIpv6Prefix } from "../core/model/ipv6.ts";
 
 /** What apply did (or, for diff, would do) to one resource. */
 export interface Change {

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { DEPLOYMENT_INDEX } from "../core/bucket_layout.ts";
-import { parseDeploymentIndex } from "../core/deployment_index.ts";
-import { PreconditionFailedError } from "../core/errors.ts";
-import { FsStore } from "../core/fs_store.ts";
-import { getIfExists, type ObjectStore } from "../core/object_store.ts";
-import { parseResource } from "../core/resources.ts";
+import { DEPLOYMENT_INDEX } from "../core/bucket/bucket_layout.ts";
+import { parseDeploymentIndex } from "../core/bucket/deployment_index.ts";
+import { PreconditionFailedError } from "../core/kit/errors.ts";
+import { FsStore } from "../core/store/fs_store.ts";
+import { getIfExists, type ObjectStore } from "../core/store/object_store.ts";
+import { parseResource } from "../core/model/resources.ts";
 import { applyResources, deleteResource } from "./desired_state.ts";
 
 const web = parseResource({

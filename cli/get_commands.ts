@@ -3,7 +3,7 @@
  * help and flags; each loads its implementation (cli/get_run.ts) when it runs.
  */
 
-import type { Command } from "../core/cli_kit.ts";
+import type { Command } from "../core/kit/cli_kit.ts";
 
 const get: Command = {
   name: "get",

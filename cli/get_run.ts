@@ -3,12 +3,12 @@
  * holds them (their help and flags: cli/get_commands.ts).
  */
 
-import { isStale, type NodeRecord } from "../core/node_record.ts";
-import { closest, type CommandContext, stringFlag } from "../core/cli_kit.ts";
-import { UsageError } from "../core/errors.ts";
-import { checkNamespace, DEFAULT_NAMESPACE } from "../core/names.ts";
-import type { ObjectStore } from "../core/object_store.ts";
-import type { Deployment, Resource, Service } from "../core/resources.ts";
+import { isStale, type NodeRecord } from "../core/bucket/node_record.ts";
+import { closest, type CommandContext, stringFlag } from "../core/kit/cli_kit.ts";
+import { UsageError } from "../core/kit/errors.ts";
+import { checkNamespace, DEFAULT_NAMESPACE } from "../core/model/names.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
+import type { Deployment, Resource, Service } from "../core/model/resources.ts";
 import {
   imagesOf,
   kindOf,

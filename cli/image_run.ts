@@ -3,12 +3,12 @@
  * flags: cli/image_commands.ts).
  */
 
-import { booleanFlag, type CommandContext, stringFlag } from "../core/cli_kit.ts";
-import { UsageError } from "../core/errors.ts";
-import { mirrorPathOf, parseUpstreamRef, REGISTRY_HOSTNAME } from "../core/image_ref.ts";
-import { formatBytes, isProgressUpdate } from "../core/progress.ts";
-import { parseImageRepository } from "../core/bucket_layout.ts";
-import { checkTag } from "../core/names.ts";
+import { booleanFlag, type CommandContext, stringFlag } from "../core/kit/cli_kit.ts";
+import { UsageError } from "../core/kit/errors.ts";
+import { mirrorPathOf, parseUpstreamRef, REGISTRY_HOSTNAME } from "../core/model/image_ref.ts";
+import { formatBytes, isProgressUpdate } from "../core/kit/progress.ts";
+import { parseImageRepository } from "../core/bucket/bucket_layout.ts";
+import { checkTag } from "../core/model/names.ts";
 import { type ImageSource, openImageSource } from "../registry/image_source.ts";
 import { type Descriptor, parseManifest } from "../registry/manifest.ts";
 import { writeImage, type WriteImageResult } from "../registry/image_writer.ts";

@@ -3,7 +3,7 @@
  * `k notin (a,b)`, joined by commas (all must hold).
  */
 
-import { UsageError } from "../core/errors.ts";
+import { UsageError } from "../core/kit/errors.ts";
 
 /** One requirement of a selector. */
 type Requirement =

@@ -1,6 +1,6 @@
 /** `podmin`: the operator's command line. The only writer of desired state. */
 
-import { runProgram } from "../core/cli_kit.ts";
+import { runProgram } from "../core/kit/cli_kit.ts";
 import { programOf } from "./program.ts";
 import "./aws_sdk_credentials.ts";
 

@@ -5,8 +5,8 @@
  * when it runs).
  */
 
-import type { Command, DeferredCommand, Program } from "../core/cli_kit.ts";
-import { versionLine } from "../core/version.ts";
+import type { Command, DeferredCommand, Program } from "../core/kit/cli_kit.ts";
+import { versionLine } from "../core/kit/version.ts";
 import { bucketCommands } from "./bucket_command.ts";
 import { caCommands } from "./ca_command.ts";
 import { clusterViewCommands } from "./cluster_view_commands.ts";

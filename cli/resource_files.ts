@@ -11,11 +11,11 @@
 
 import * as path from "node:path";
 import { type Document, LineCounter, parseAllDocuments } from "yaml";
-import { describeFsError } from "../core/cli_kit.ts";
-import { type Problem, UsageError, ValidationError } from "../core/errors.ts";
-import { checkSize, LIMITS } from "../core/limits.ts";
-import { parseResource, type Resource, resourceRef } from "../core/resources.ts";
-import { encodeSpec } from "../core/spec_objects.ts";
+import { describeFsError } from "../core/kit/cli_kit.ts";
+import { type Problem, UsageError, ValidationError } from "../core/kit/errors.ts";
+import { checkSize, LIMITS } from "../core/kit/limits.ts";
+import { parseResource, type Resource, resourceRef } from "../core/model/resources.ts";
+import { encodeSpec } from "../core/bucket/spec_objects.ts";
 
 /** A resource and where it came from. */
 export interface LoadedResource {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { ValidationError } from "../core/errors.ts";
-import { TooLargeError } from "../core/limits.ts";
+import { ValidationError } from "../core/kit/errors.ts";
+import { TooLargeError } from "../core/kit/limits.ts";
 import { loadResourceFiles, parseResourceText } from "./resource_files.ts";
 
 Deno.test("resource files: a YAML alias bomb is a validation error naming the document", () => {

@@ -10,7 +10,7 @@
  * when the installed library does not have them.
  */
 
-import { PodminError } from "../core/errors.ts";
+import { PodminError } from "../core/kit/errors.ts";
 import { errnoName } from "./errno.ts";
 
 /** A libbpf or bpf() failure, with the errno as a name (e.g. `ENOENT`). */

@@ -10,10 +10,10 @@ import {
   imageManifestKey,
   type ImageRepository,
   imageTagKey,
-} from "../core/bucket_layout.ts";
-import { isDigest, Sha256Counter, sha256Hex } from "../core/digest.ts";
-import { DigestMismatchError, ValidationError } from "../core/errors.ts";
-import type { ByteRange, ObjectStore } from "../core/object_store.ts";
+} from "../core/bucket/bucket_layout.ts";
+import { isDigest, Sha256Counter, sha256Hex } from "../core/kit/digest.ts";
+import { DigestMismatchError, ValidationError } from "../core/kit/errors.ts";
+import type { ByteRange, ObjectStore } from "../core/store/object_store.ts";
 import { parseManifest } from "./manifest.ts";
 
 /** A manifest as served. */

@@ -5,8 +5,8 @@
  */
 
 import * as path from "node:path";
-import { isDigest, Sha256Counter, sha256Hex } from "../core/digest.ts";
-import { UsageError, ValidationError } from "../core/errors.ts";
+import { isDigest, Sha256Counter, sha256Hex } from "../core/kit/digest.ts";
+import { UsageError, ValidationError } from "../core/kit/errors.ts";
 import type { Descriptor } from "./manifest.ts";
 import { OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_TAR, OCI_MANIFEST } from "./media_types.ts";
 import { extractTar, safeJoin } from "./tar_extract.ts";

@@ -10,11 +10,11 @@ import {
   imageManifestKey,
   type ImageRepository,
   imageTagKey,
-} from "../core/bucket_layout.ts";
-import { sha256Hex } from "../core/digest.ts";
-import { NotFoundError, ValidationError } from "../core/errors.ts";
-import type { ObjectStore } from "../core/object_store.ts";
-import { progress } from "../core/progress.ts";
+} from "../core/bucket/bucket_layout.ts";
+import { sha256Hex } from "../core/kit/digest.ts";
+import { NotFoundError, ValidationError } from "../core/kit/errors.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
+import { progress } from "../core/kit/progress.ts";
 import type { ImageSource, ManifestDoc } from "./image_source.ts";
 import { type Descriptor, parseManifest, platformOf } from "./manifest.ts";
 

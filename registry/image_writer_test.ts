@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { imageTagKey } from "../core/bucket_layout.ts";
-import { FsStore } from "../core/fs_store.ts";
-import { getIfExists } from "../core/object_store.ts";
+import { imageTagKey } from "../core/bucket/bucket_layout.ts";
+import { FsStore } from "../core/store/fs_store.ts";
+import { getIfExists } from "../core/store/object_store.ts";
 import { writeOciLayout } from "../tests/support/oci_image.ts";
 import { type ImageSource, openImageSource } from "./image_source.ts";
 import { writeImage } from "./image_writer.ts";

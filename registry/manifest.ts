@@ -4,8 +4,8 @@
  * as untrusted input.
  */
 
-import { isDigest } from "../core/digest.ts";
-import { ValidationError } from "../core/errors.ts";
+import { isDigest } from "../core/kit/digest.ts";
+import { ValidationError } from "../core/kit/errors.ts";
 import { isIndexType, isManifestType, OCI_INDEX, OCI_MANIFEST } from "./media_types.ts";
 
 /** A content descriptor. */

@@ -5,19 +5,19 @@
  * never lists the bucket.
  */
 
-import { type ImageRepository, parseImageRepository } from "../core/bucket_layout.ts";
-import { isDigest } from "../core/digest.ts";
+import { type ImageRepository, parseImageRepository } from "../core/bucket/bucket_layout.ts";
+import { isDigest } from "../core/kit/digest.ts";
 import {
   NotFoundError,
   PodminError,
   UnavailableError,
   UsageError,
   ValidationError,
-} from "../core/errors.ts";
-import { parseDuration } from "../core/duration.ts";
-import type { Logger } from "../core/log.ts";
-import { checkTag } from "../core/names.ts";
-import type { ByteRange } from "../core/object_store.ts";
+} from "../core/kit/errors.ts";
+import { parseDuration } from "../core/kit/duration.ts";
+import type { Logger } from "../core/kit/log.ts";
+import { checkTag } from "../core/model/names.ts";
+import type { ByteRange } from "../core/store/object_store.ts";
 import type { ImageReader } from "./image_reader.ts";
 
 /** OCI error body. */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { FsStore } from "../core/fs_store.ts";
-import { createLogger, silentLogger } from "../core/log.ts";
-import type { ObjectStore } from "../core/object_store.ts";
+import { FsStore } from "../core/store/fs_store.ts";
+import { createLogger, silentLogger } from "../core/kit/log.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
 import { writeOciLayout } from "../tests/support/oci_image.ts";
 import { ImageReader } from "./image_reader.ts";
 import { openImageSource } from "./image_source.ts";
@@ -13,8 +13,8 @@ import {
   parseRedirect,
   type RegistryRedirect,
 } from "./server.ts";
-import { UnavailableError, UsageError } from "../core/errors.ts";
-import { imageBlobKey } from "../core/bucket_layout.ts";
+import { UnavailableError, UsageError } from "../core/kit/errors.ts";
+import { imageBlobKey } from "../core/bucket/bucket_layout.ts";
 
 /** Counts store calls by operation. */
 function counting(inner: ObjectStore) {

@@ -7,7 +7,7 @@
  */
 
 import * as path from "node:path";
-import { ValidationError } from "../core/errors.ts";
+import { ValidationError } from "../core/kit/errors.ts";
 
 const BLOCK = 512;
 

@@ -4,10 +4,15 @@
  * tokens with credentials, and basic auth.
  */
 
-import { sha256Hex } from "../core/digest.ts";
-import { NotFoundError, PodminError, UnavailableError, ValidationError } from "../core/errors.ts";
-import type { UpstreamRef } from "../core/image_ref.ts";
-import { idleBounded, requestTimeoutMs, timeoutError } from "../core/request_bounds.ts";
+import { sha256Hex } from "../core/kit/digest.ts";
+import {
+  NotFoundError,
+  PodminError,
+  UnavailableError,
+  ValidationError,
+} from "../core/kit/errors.ts";
+import type { UpstreamRef } from "../core/model/image_ref.ts";
+import { idleBounded, requestTimeoutMs, timeoutError } from "../core/kit/request_bounds.ts";
 import type { ImageSource, ManifestDoc } from "./image_source.ts";
 import type { Descriptor } from "./manifest.ts";
 import { MANIFEST_TYPES } from "./media_types.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseUpstreamRef } from "../core/image_ref.ts";
+import { parseUpstreamRef } from "../core/model/image_ref.ts";
 import { UpstreamSource } from "./upstream.ts";
 
 Deno.test("upstream: answers a bearer challenge with an anonymous token, then pulls", async () => {

@@ -28,6 +28,41 @@ interface FloorRule {
  */
 const FLOORS: readonly FloorRule[] = [
   {
+    folder: "core/kit",
+    forbidden: ["core/model", "core/crypto", "core/aws", "core/store", "core/bucket"],
+    why: "core/kit (errors, log, limits, bounds, encodings, the CLI kit) is the floor of core: " +
+      "every concern folder above it uses it, so it knows none of them",
+  },
+  {
+    folder: "core/model",
+    forbidden: ["core/crypto", "core/aws", "core/store", "core/bucket"],
+    why: "core/model (resources, names, Pod security, image references) is plain data and " +
+      "validation: it knows no certificate, AWS client, store or bucket object",
+  },
+  {
+    folder: "core/crypto",
+    forbidden: ["core/aws", "core/store", "core/bucket"],
+    why: "core/crypto (certificates, DER) signs and checks names from the model; it stores nothing",
+  },
+  {
+    folder: "core/aws",
+    forbidden: ["core/store", "core/bucket"],
+    why: "core/aws (credentials, request signing) is the client plumbing under the S3 store: it " +
+      "knows no store and no bucket object",
+  },
+  {
+    folder: "core/store",
+    forbidden: ["core/bucket"],
+    why: "core/store (the object store, S3 and filesystem backends, store URLs) moves bytes by " +
+      "key: what the keys mean is core/bucket's, above it",
+  },
+  {
+    folder: "core/bucket",
+    forbidden: [],
+    why: "core/bucket (layout, indexes, leases, records) is the top of core: the bucket model " +
+      "every program shares",
+  },
+  {
     folder: "core",
     forbidden: ["ffi", "bpf", "registry", "vmconfig", "agent", "cli"],
     why: "core is the ground floor (bucket objects, schemas, object store) that every other " +
@@ -116,16 +151,29 @@ async function importGraph(): Promise<Map<string, string[]>> {
   return graph;
 }
 
+/** True when `path` is `folder` or lies inside it. */
+function inFolder(path: string, folder: string): boolean {
+  return path === folder || path.startsWith(`${folder}/`);
+}
+
+/** The rule of the innermost folder with a rule that holds `path`, if any. */
+function ruleOf(path: string): FloorRule | undefined {
+  return FLOORS.filter((rule) => inFolder(path, rule.folder))
+    .sort((a, b) => b.folder.length - a.folder.length)[0];
+}
+
 function floorBreaches(graph: Map<string, string[]>): string[] {
-  const byFolder = new Map(FLOORS.map((rule) => [rule.folder, rule]));
   const breaches: string[] = [];
   for (const [from, imports] of graph) {
     if (isTestCode(from)) continue;
-    const rule = byFolder.get(from.split("/")[0]);
+    const rule = ruleOf(from);
     if (!rule) continue; // a folder without a rule fails its own test above
+    // A folder's rule binds its subfolders too (core/kit may not import agent either).
+    const forbidden = FLOORS.filter((outer) => inFolder(from, outer.folder))
+      .flatMap((outer) => outer.forbidden);
     for (const to of imports) {
       if (isTestCode(to)) breaches.push(`${from} imports ${to}: product code never imports tests`);
-      else if (rule.forbidden.includes(to.split("/")[0])) {
+      else if (forbidden.some((folder) => inFolder(to, folder))) {
         breaches.push(`${from} imports ${to}: ${rule.why}`);
       }
     }
@@ -167,6 +215,11 @@ Deno.test("architecture: every product folder has a floor rule", async () => {
   );
   const unruled = [...folders].filter((f) => !FLOORS.some((rule) => rule.folder === f));
   assert.deepEqual(unruled, [], "product folders without a rule in tests/architecture_test.ts");
+});
+
+Deno.test("architecture: every core file lives in a concern folder", async () => {
+  const loose = [...(await importGraph()).keys()].filter((p) => /^core\/[^/]+$/.test(p));
+  assert.deepEqual(loose, [], "core files outside core/kit, model, crypto, aws, store, bucket");
 });
 
 Deno.test("architecture: no import breaks the floors", async () => {

@@ -5,8 +5,8 @@
  */
 
 import { gzipSync } from "node:zlib";
-import { sha256Hex } from "../core/digest.ts";
-import { VERSION } from "../core/version.ts";
+import { sha256Hex } from "../core/kit/digest.ts";
+import { VERSION } from "../core/kit/version.ts";
 import { VMCONFIG_ASSETS } from "./assets.ts";
 
 /** A built vmconfig archive. */

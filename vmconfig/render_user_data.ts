@@ -6,17 +6,17 @@
  */
 
 import { gzipSync } from "node:zlib";
-import { dependencyBlobKey } from "../core/bucket_layout.ts";
-import { sha256Hex } from "../core/digest.ts";
-import { ValidationError } from "../core/errors.ts";
-import { mirroredImageRef, parseUpstreamRef, REGISTRY_HOSTNAME } from "../core/image_ref.ts";
+import { dependencyBlobKey } from "../core/bucket/bucket_layout.ts";
+import { sha256Hex } from "../core/kit/digest.ts";
+import { ValidationError } from "../core/kit/errors.ts";
+import { mirroredImageRef, parseUpstreamRef, REGISTRY_HOSTNAME } from "../core/model/image_ref.ts";
 import {
   checkClusterId,
   checkDnsSubdomain,
   checkNodeGroup,
   checkSha256Hex,
-} from "../core/names.ts";
-import { VERSION } from "../core/version.ts";
+} from "../core/model/names.ts";
+import { VERSION } from "../core/kit/version.ts";
 import { VMCONFIG_ASSETS } from "./assets.ts";
 
 /** EC2's limit on user-data bytes (before base64). */

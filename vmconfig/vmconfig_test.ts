@@ -3,8 +3,8 @@
 import assert from "node:assert/strict";
 import { gunzipSync } from "node:zlib";
 import { parse as parseYaml } from "yaml";
-import { dependencyBlobKey } from "../core/bucket_layout.ts";
-import { ValidationError } from "../core/errors.ts";
+import { dependencyBlobKey } from "../core/bucket/bucket_layout.ts";
+import { ValidationError } from "../core/kit/errors.ts";
 import { buildVmconfigArchive } from "./archive.ts";
 import { VMCONFIG_ASSETS } from "./assets.ts";
 import { NODE_DNS, renderNodeFiles } from "./node_files.ts";

@@ -4,7 +4,7 @@
  */
 
 import type { BpfMap } from "../../ffi/bpf_map.ts";
-import { formatIpv6 } from "../../core/ipv6.ts";
+import { formatIpv6 } from "../../core/model/ipv6.ts";
 import { addrBytes, bytesAddr, type Codec, TypedMap } from "./typed_map.ts";
 
 /** The map's name in the object. */

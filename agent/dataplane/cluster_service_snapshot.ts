@@ -6,9 +6,9 @@
  * (no black hole). Pure code.
  */
 
-import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
-import { API_VERSION } from "../../core/resources.ts";
-import { backendProblem, type ServiceSnapshot } from "../../core/service_snapshot.ts";
+import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
+import { API_VERSION } from "../../core/model/resources.ts";
+import { backendProblem, type ServiceSnapshot } from "../../core/model/service_snapshot.ts";
 import type { KnownService } from "../services_view.ts";
 
 /** Which inputs a dataplane snapshot was built from (for status). */

@@ -1,7 +1,7 @@
 /** `podmin-agent dataplane status`: the node's eBPF Service dataplane as the kernel has it. */
 
-import type { Command } from "../../core/cli_kit.ts";
-import { UsageError } from "../../core/errors.ts";
+import type { Command } from "../../core/kit/cli_kit.ts";
+import { UsageError } from "../../core/kit/errors.ts";
 import { formatReport, inspectDataplane } from "./status.ts";
 import { removeLeftovers } from "./loader.ts";
 import { type DataplaneRunStatus, readDataplaneRunStatus } from "./node_dataplane.ts";

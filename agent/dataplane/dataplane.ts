@@ -2,7 +2,7 @@
  * The dataplane: turns Service snapshots into eBPF map contents and tc
  * attachments in the agent's network namespace.
  *
- * Input: a `ServiceSnapshot` (core/service_snapshot.ts). Effect: the
+ * Input: a `ServiceSnapshot` (core/model/service_snapshot.ts). Effect: the
  * programs of bpf/dataplane.c loaded unpinned while the snapshot has
  * Services, attached to the discovered interfaces, their maps kept equal to
  * the snapshot; nothing of ours anywhere when it has none.
@@ -23,9 +23,9 @@
  * map writes in map_diff.ts, the map layouts in the per-map modules.
  */
 
-import { parseIpv6Prefix } from "../../core/ipv6.ts";
-import { type Logger, silentLogger } from "../../core/log.ts";
-import { parseServiceSnapshot } from "../../core/service_snapshot.ts";
+import { parseIpv6Prefix } from "../../core/model/ipv6.ts";
+import { type Logger, silentLogger } from "../../core/kit/log.ts";
+import { parseServiceSnapshot } from "../../core/model/service_snapshot.ts";
 import type { CtEntry } from "./ct_map.ts";
 import {
   compileSnapshot,

@@ -13,8 +13,8 @@
  *   (the scan backs off while passes keep failing; see `agent/loop.ts`).
  */
 
-import type { Logger } from "../../core/log.ts";
-import { silentLogger } from "../../core/log.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import { silentLogger } from "../../core/kit/log.ts";
 import type { ApplyResult } from "./dataplane.ts";
 import { Loop } from "../loop.ts";
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 import type { ApplyResult } from "./dataplane.ts";
 import { DataplaneLoop } from "./dataplane_loop.ts";
 

@@ -3,9 +3,9 @@
  * order, checked against the map capacities. Pure code: no kernel access.
  */
 
-import { ValidationError } from "../../core/errors.ts";
-import { type Ipv6Prefix, parseIpv6, parseIpv6Prefix } from "../../core/ipv6.ts";
-import type { ServiceSnapshot } from "../../core/service_snapshot.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
+import { type Ipv6Prefix, parseIpv6, parseIpv6Prefix } from "../../core/model/ipv6.ts";
+import type { ServiceSnapshot } from "../../core/model/service_snapshot.ts";
 import type { Backend } from "./be_map.ts";
 import { PROTO, type SvcKey, svcKeyId } from "./svc_map.ts";
 

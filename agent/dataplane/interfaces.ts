@@ -12,8 +12,8 @@
  * Only Ethernet devices qualify (the programs parse an Ethernet header).
  */
 
-import { type Ipv6Prefix, parseIpv6, prefixContains } from "../../core/ipv6.ts";
-import { PodminError } from "../../core/errors.ts";
+import { type Ipv6Prefix, parseIpv6, prefixContains } from "../../core/model/ipv6.ts";
+import { PodminError } from "../../core/kit/errors.ts";
 
 /** One route of `ip -6 -j route show`. */
 export interface IpRoute {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseIpv6Prefix } from "../../core/ipv6.ts";
+import { parseIpv6Prefix } from "../../core/model/ipv6.ts";
 import { type IpLink, type IpRoute, selectTargets } from "./interfaces.ts";
 
 // Shapes as `ip -6 -j route show` and `ip -j link show` print them.

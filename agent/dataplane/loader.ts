@@ -8,8 +8,8 @@
  */
 
 import { dataplaneObject } from "../../bpf/dataplane_object.ts";
-import { PodminError } from "../../core/errors.ts";
-import { type Logger, silentLogger } from "../../core/log.ts";
+import { PodminError } from "../../core/kit/errors.ts";
+import { type Logger, silentLogger } from "../../core/kit/log.ts";
 import { openMapById, programIdOfFd, programInfo } from "../../ffi/bpf_info.ts";
 import {
   cgroupAttach,

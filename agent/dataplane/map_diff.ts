@@ -9,7 +9,7 @@
  * and diffs against what is really there.
  */
 
-import { type Logger, silentLogger } from "../../core/log.ts";
+import { type Logger, silentLogger } from "../../core/kit/log.ts";
 import type { Backend, BeKey } from "./be_map.ts";
 import { cfgFingerprint } from "./cfg_map.ts";
 import { type CtKey, DIR } from "./ct_map.ts";

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
-import { silentLogger } from "../../core/log.ts";
-import type { Service } from "../../core/resources.ts";
-import type { ServiceSnapshot } from "../../core/service_snapshot.ts";
+import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import type { Service } from "../../core/model/resources.ts";
+import type { ServiceSnapshot } from "../../core/model/service_snapshot.ts";
 import type { KnownService } from "../services_view.ts";
 import { type ApplyResult, noChanges } from "./dataplane.ts";
 import { clusterServiceSnapshot } from "./cluster_service_snapshot.ts";

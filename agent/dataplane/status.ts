@@ -7,8 +7,8 @@
  * programs are not pinned.
  */
 
-import { compareCodeUnits } from "../../core/canonical_json.ts";
-import { formatIpv6 } from "../../core/ipv6.ts";
+import { compareCodeUnits } from "../../core/kit/canonical_json.ts";
+import { formatIpv6 } from "../../core/model/ipv6.ts";
 import {
   type MapInfo,
   openMapById,

@@ -5,7 +5,7 @@
  */
 
 import type { BpfMap } from "../../ffi/bpf_map.ts";
-import { formatIpv6 } from "../../core/ipv6.ts";
+import { formatIpv6 } from "../../core/model/ipv6.ts";
 import { addrBytes, bytesAddr, type Codec, hex, TypedMap } from "./typed_map.ts";
 
 /** The map's name in the object. */

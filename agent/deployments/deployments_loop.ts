@@ -11,18 +11,18 @@
  * a Deployment whose declared values were never fetched is not written.
  */
 
-import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
+import { DEPLOYMENT_INDEX } from "../../core/bucket/bucket_layout.ts";
 import {
   type DeploymentEntry,
   type DeploymentIndex,
   pollDeploymentIndex,
-} from "../../core/deployment_index.ts";
-import { PodminError, UnavailableError } from "../../core/errors.ts";
-import type { Logger } from "../../core/log.ts";
-import type { NodeDeployment } from "../../core/node_record.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import type { Deployment } from "../../core/resources.ts";
-import { readSpec } from "../../core/spec_objects.ts";
+} from "../../core/bucket/deployment_index.ts";
+import { PodminError, UnavailableError } from "../../core/kit/errors.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import type { NodeDeployment } from "../../core/bucket/node_record.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import type { Deployment } from "../../core/model/resources.ts";
+import { readSpec } from "../../core/bucket/spec_objects.ts";
 import { ErrorLog } from "../error_log.ts";
 import { ManifestDir } from "./manifest_dir.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";

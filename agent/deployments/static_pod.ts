@@ -5,8 +5,8 @@
  */
 
 import type { Container, Pod, Volume } from "kubernetes-types/core/v1.d.ts";
-import { canonicalJson } from "../../core/canonical_json.ts";
-import { type Deployment, TLS_MOUNT_PATH, VALUES_MOUNT_PATH } from "../../core/resources.ts";
+import { canonicalJson } from "../../core/kit/canonical_json.ts";
+import { type Deployment, TLS_MOUNT_PATH, VALUES_MOUNT_PATH } from "../../core/model/resources.ts";
 import { podDirName } from "../pod_dir.ts";
 
 /** The annotation that marks a manifest as written by the agent. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseResource } from "../../core/resources.ts";
+import { parseResource } from "../../core/model/resources.ts";
 import {
   isOwnedManifest,
   MANIFEST_FILE_PATTERN,

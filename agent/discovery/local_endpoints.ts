@@ -5,8 +5,8 @@
  * namespace and it carries every label of the Service's selector. Only IPv6 addresses are used.
  */
 
-import type { EndpointSet } from "../../core/endpoint_snapshot.ts";
-import { formatIpv6, parseIpv6 } from "../../core/ipv6.ts";
+import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
+import { formatIpv6, parseIpv6 } from "../../core/model/ipv6.ts";
 import { selects } from "../services_view.ts";
 import type { KnownService } from "../services_view.ts";
 import type { PodInfo } from "./pod_proto.ts";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { decodePod, decodeWatchEvent } from "./pod_proto.ts";
 import { lengthDelimited, WireError } from "./protobuf_wire.ts";
-import { concatBytes } from "../../core/bytes.ts";
+import { concatBytes } from "../../core/kit/bytes.ts";
 
 const enc = new TextEncoder();
 const str = (field: number, s: string) => lengthDelimited(field, enc.encode(s));

@@ -12,10 +12,10 @@
 
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
-import { UnavailableError } from "../../core/errors.ts";
-import type { Logger } from "../../core/log.ts";
-import { silentLogger } from "../../core/log.ts";
-import { backoffMs } from "../../core/retry.ts";
+import { UnavailableError } from "../../core/kit/errors.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { backoffMs } from "../../core/kit/retry.ts";
 import { decodeListPods, decodeWatchEvent, type PodInfo, type WatchEvent } from "./pod_proto.ts";
 
 /** kubelet's Pods API socket (measured on kubelet 1.37.2). */

@@ -1,6 +1,6 @@
 /** `podmin-agent pods`: what kubelet's local Pods API reports on this node (diagnostics). */
 
-import { booleanFlag, type Command, stringFlag } from "../../core/cli_kit.ts";
+import { booleanFlag, type Command, stringFlag } from "../../core/kit/cli_kit.ts";
 import { PODS_API_SOCKET, PodsApiClient, PodsWatch } from "./pods_api.ts";
 import type { PodInfo } from "./pod_proto.ts";
 

@@ -6,7 +6,7 @@
  */
 
 import * as path from "node:path";
-import type { Logger } from "../../core/log.ts";
+import type { Logger } from "../../core/kit/log.ts";
 import type { ServicesView } from "../services_view.ts";
 import { nextSerial, renderZone, zoneSerial } from "./zone_file.ts";
 

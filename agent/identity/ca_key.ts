@@ -5,8 +5,8 @@
  * longer match it).
  */
 
-import { importPrivateKeyPem, type KeyPair } from "../../core/certificates.ts";
-import { workloadCaKeyName } from "../../core/provider_names.ts";
+import { importPrivateKeyPem, type KeyPair } from "../../core/crypto/certificates.ts";
+import { workloadCaKeyName } from "../../core/model/provider_names.ts";
 import type { ValueProvider } from "../secrets/value_provider.ts";
 
 /** A source of the workload CA key. */

@@ -8,13 +8,13 @@
  * The pass returns a status (written to `<state-dir>/identity.json` by the agent loop).
  */
 
-import { BucketLease, type LeaseClock, type LeaseStatus } from "../../core/bucket_lease.ts";
-import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
-import { casUpdate } from "../../core/cas_update.ts";
-import type { KeyPair } from "../../core/certificates.ts";
-import { PodminError } from "../../core/errors.ts";
-import type { Logger } from "../../core/log.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { BucketLease, type LeaseClock, type LeaseStatus } from "../../core/bucket/bucket_lease.ts";
+import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { casUpdate } from "../../core/store/cas_update.ts";
+import type { KeyPair } from "../../core/crypto/certificates.ts";
+import { PodminError } from "../../core/kit/errors.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
 import {
   type CaPublication,
   type CaRole,
@@ -24,7 +24,7 @@ import {
   WORKLOAD_CA_STATE_MAX_BYTES,
   type WorkloadCaState,
   workloadCaStateObject,
-} from "../../core/workload_ca_state.ts";
+} from "../../core/bucket/workload_ca_state.ts";
 import type { CaKeySource } from "./ca_key.ts";
 import {
   bundleSha256,

@@ -1,12 +1,16 @@
 import assert from "node:assert/strict";
 import { countingStore } from "../../tests/support/counting_store.ts";
-import type { LeaseClock } from "../../core/bucket_lease.ts";
-import { WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
-import { generateKeyPair, type KeyPair, parseCertificatesPem } from "../../core/certificates.ts";
-import { FsStore } from "../../core/fs_store.ts";
-import { silentLogger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import { parseWorkloadCaState } from "../../core/workload_ca_state.ts";
+import type { LeaseClock } from "../../core/bucket/bucket_lease.ts";
+import { WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
+import {
+  generateKeyPair,
+  type KeyPair,
+  parseCertificatesPem,
+} from "../../core/crypto/certificates.ts";
+import { FsStore } from "../../core/store/fs_store.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { parseWorkloadCaState } from "../../core/bucket/workload_ca_state.ts";
 import type { CaKeySource } from "./ca_key.ts";
 import { CaMaintainer } from "./ca_maintainer.ts";
 import { bundleSha256, parsePublicationTarget } from "./ca_publication.ts";

@@ -7,10 +7,10 @@
  * planner promotes `next` only after the bundle holding it was published.
  */
 
-import { UsageError } from "../../core/errors.ts";
-import { TooLargeError } from "../../core/limits.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import type { WorkloadCaState } from "../../core/workload_ca_state.ts";
+import { UsageError } from "../../core/kit/errors.ts";
+import { TooLargeError } from "../../core/kit/limits.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import type { WorkloadCaState } from "../../core/bucket/workload_ca_state.ts";
 
 /** Largest external object read back (it holds a few certificates). */
 const MAX_PUBLISHED_BYTES = 256 * 1024;

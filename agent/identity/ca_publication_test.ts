@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { FsStore } from "../../core/fs_store.ts";
-import { emptyWorkloadCaState } from "../../core/workload_ca_state.ts";
+import { FsStore } from "../../core/store/fs_store.ts";
+import { emptyWorkloadCaState } from "../../core/bucket/workload_ca_state.ts";
 import {
   bundleSha256,
   parsePublicationTarget,

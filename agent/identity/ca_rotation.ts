@@ -25,8 +25,8 @@ import {
   fingerprint,
   type KeyPair,
   LIFETIMES,
-} from "../../core/certificates.ts";
-import type { CaEntry, WorkloadCaState } from "../../core/workload_ca_state.ts";
+} from "../../core/crypto/certificates.ts";
+import type { CaEntry, WorkloadCaState } from "../../core/bucket/workload_ca_state.ts";
 
 const HOUR_MS = 3600_000;
 const DAY_MS = 24 * HOUR_MS;

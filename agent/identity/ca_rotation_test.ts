@@ -1,13 +1,18 @@
 import assert from "node:assert/strict";
 import type { X509Certificate } from "@peculiar/x509";
-import { generateKeyPair, issueLeaf, type KeyPair, validateLeaf } from "../../core/certificates.ts";
+import {
+  generateKeyPair,
+  issueLeaf,
+  type KeyPair,
+  validateLeaf,
+} from "../../core/crypto/certificates.ts";
 import {
   checkCaState,
   type CheckedCaState,
   emptyWorkloadCaState,
   trustBundlePem,
   type WorkloadCaState,
-} from "../../core/workload_ca_state.ts";
+} from "../../core/bucket/workload_ca_state.ts";
 import {
   applyRotation,
   DEFAULT_ROTATION_POLICY,

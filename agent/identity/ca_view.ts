@@ -4,9 +4,9 @@
  * Bit identity both issue through it.
  */
 
-import { WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
-import type { KeyPair } from "../../core/certificates.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
+import { WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
+import type { KeyPair } from "../../core/crypto/certificates.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
 import {
   checkCaState,
   type CheckedCaState,
@@ -15,7 +15,7 @@ import {
   trustBundlePem,
   WORKLOAD_CA_STATE_MAX_BYTES,
   type WorkloadCaState,
-} from "../../core/workload_ca_state.ts";
+} from "../../core/bucket/workload_ca_state.ts";
 import { PolledObject, type PolledObjectOptions } from "../polled_object.ts";
 import type { CaKeySource } from "./ca_key.ts";
 

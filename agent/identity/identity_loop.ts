@@ -3,11 +3,11 @@
  * `<state-dir>/identity.json`, and the lease released on shutdown.
  */
 
-import { UsageError } from "../../core/errors.ts";
-import type { Logger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import type { RetryPolicy } from "../../core/retry.ts";
-import { openStore } from "../../core/store_url.ts";
+import { UsageError } from "../../core/kit/errors.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import type { RetryPolicy } from "../../core/kit/retry.ts";
+import { openStore } from "../../core/store/store_url.ts";
 import { Loop } from "../loop.ts";
 import type { CaKeySource } from "./ca_key.ts";
 import { CaMaintainer, type IdentityStatus } from "./ca_maintainer.ts";

@@ -28,11 +28,11 @@ import {
   privateKeyPem,
   sanValues,
   validateLeaf,
-} from "../../core/certificates.ts";
-import type { Logger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import type { Deployment } from "../../core/resources.ts";
-import type { CheckedCaState } from "../../core/workload_ca_state.ts";
+} from "../../core/crypto/certificates.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import type { Deployment } from "../../core/model/resources.ts";
+import type { CheckedCaState } from "../../core/bucket/workload_ca_state.ts";
 import { podDirName } from "../pod_dir.ts";
 import {
   ensurePrivateRoot,

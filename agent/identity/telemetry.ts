@@ -24,9 +24,9 @@ import {
   parseCertificatesPem,
   privateKeyPem,
   validateLeaf,
-} from "../../core/certificates.ts";
-import type { Logger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
+} from "../../core/crypto/certificates.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
 import { readGeneration, repairLayout, writeGeneration } from "../pod_generations.ts";
 import { PolledObject } from "../polled_object.ts";
 import type { CaView } from "./ca_view.ts";

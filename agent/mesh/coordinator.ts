@@ -18,8 +18,8 @@ import {
   type NodeReport,
   parseNodeReport,
   sameEndpoints,
-} from "../../core/endpoint_snapshot.ts";
-import type { Logger } from "../../core/log.ts";
+} from "../../core/model/endpoint_snapshot.ts";
+import type { Logger } from "../../core/kit/log.ts";
 import { type CoordinatorStream, endCall, Serialized } from "./mesh_service.ts";
 
 /** Options of `Coordinator`. */

@@ -5,10 +5,10 @@
  * is ignored by members.
  */
 
-import { MESH_COORDINATOR } from "../../core/bucket_layout.ts";
-import { ValidationError } from "../../core/errors.ts";
-import { checkNodeId } from "../../core/names.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { MESH_COORDINATOR } from "../../core/bucket/bucket_layout.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
+import { checkNodeId } from "../../core/model/names.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
 
 /** The record. */
 export interface CoordinatorRecord {

@@ -5,9 +5,9 @@
  */
 
 import * as path from "node:path";
-import type { ClusterSnapshot, EndpointSet } from "../../core/endpoint_snapshot.ts";
-import type { Logger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
+import type { ClusterSnapshot, EndpointSet } from "../../core/model/endpoint_snapshot.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
 import { localEndpoints } from "../discovery/local_endpoints.ts";
 import { PODS_API_SOCKET, PodsWatch } from "../discovery/pods_api.ts";
 import { podsApiProblem } from "../discovery/pods_api_problem.ts";

@@ -5,13 +5,13 @@
  * reads it and keeps its own last good value, as it would when polling directly.
  */
 
-import { pollDeploymentIndex } from "../../core/deployment_index.ts";
-import type { IndexAnnouncement } from "../../core/endpoint_snapshot.ts";
-import { NotFoundError } from "../../core/errors.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
-import { LIMITS } from "../../core/limits.ts";
-import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/workload_ca_state.ts";
+import { pollDeploymentIndex } from "../../core/bucket/deployment_index.ts";
+import type { IndexAnnouncement } from "../../core/model/endpoint_snapshot.ts";
+import { NotFoundError } from "../../core/kit/errors.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { LIMITS } from "../../core/kit/limits.ts";
+import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/bucket/workload_ca_state.ts";
 import type { Announcers } from "./coordinator.ts";
 
 /** A poller of `deployments/index.json` (with its generation); store errors are thrown. */

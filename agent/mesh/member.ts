@@ -17,9 +17,9 @@ import {
   type EndpointSet,
   type NodeReport,
   parseClusterSnapshot,
-} from "../../core/endpoint_snapshot.ts";
-import type { Logger } from "../../core/log.ts";
-import { backoffMs } from "../../core/retry.ts";
+} from "../../core/model/endpoint_snapshot.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import { backoffMs } from "../../core/kit/retry.ts";
 import type { CoordinatorRecord } from "./coordinator_record.ts";
 import { type MemberStream, MESH_CHANNEL_OPTIONS, MeshClient } from "./mesh_service.ts";
 import { clientCredentials, type NodeTls } from "./node_tls.ts";

@@ -1,16 +1,16 @@
 /**
  * One agent's part of the endpoint mesh (spec §7.9): a TLS 1.3 mutual-auth gRPC server (cluster-CA
  * node certificate), a contender for the coordinator lease (`dns/coordinator-lease.json`, the
- * bucket lease of core/bucket_lease.ts), the coordinator while it holds that lease, and a member
+ * bucket lease of core/bucket/bucket_lease.ts), the coordinator while it holds that lease, and a member
  * that streams to whichever agent the bucket names as coordinator (itself included).
  */
 
 import * as grpc from "@grpc/grpc-js";
-import { BucketLease } from "../../core/bucket_lease.ts";
-import { MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
-import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
-import type { Logger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
+import { BucketLease } from "../../core/bucket/bucket_lease.ts";
+import { MESH_COORDINATOR_LEASE } from "../../core/bucket/bucket_layout.ts";
+import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
 import { ContentionGate } from "./contention_gate.ts";
 import { type Announcers, Coordinator } from "./coordinator.ts";
 import { readCoordinatorRecord, writeCoordinatorRecord } from "./coordinator_record.ts";

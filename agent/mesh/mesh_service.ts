@@ -7,7 +7,7 @@
 
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
-import type { ClusterSnapshot, NodeReport } from "../../core/endpoint_snapshot.ts";
+import type { ClusterSnapshot, NodeReport } from "../../core/model/endpoint_snapshot.ts";
 
 /** Largest accepted message (a snapshot of 10,000 Services fits well below). */
 export const MESH_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;

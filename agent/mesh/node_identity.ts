@@ -7,9 +7,9 @@
  * `Loop`'s); `status()` says when the certificate expires and why renewal failed.
  */
 
-import { parseDuration } from "../../core/duration.ts";
-import { UsageError } from "../../core/errors.ts";
-import type { Logger } from "../../core/log.ts";
+import { parseDuration } from "../../core/kit/duration.ts";
+import { UsageError } from "../../core/kit/errors.ts";
+import type { Logger } from "../../core/kit/log.ts";
 import { Loop } from "../loop.ts";
 import {
   type ClusterCa,

@@ -10,8 +10,8 @@ import { Buffer } from "node:buffer";
 import * as tls from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
-import { UsageError } from "../../core/errors.ts";
-import { silentLogger } from "../../core/log.ts";
+import { UsageError } from "../../core/kit/errors.ts";
+import { silentLogger } from "../../core/kit/log.ts";
 import {
   NODE_CERT_LIFETIME,
   type NodeCertificateStatus,

@@ -17,8 +17,8 @@ import {
   issueLeaf,
   parseCertificatesPem,
   privateKeyPem,
-} from "../../core/certificates.ts";
-import { PodminError } from "../../core/errors.ts";
+} from "../../core/crypto/certificates.ts";
+import { PodminError } from "../../core/kit/errors.ts";
 import { renewAt } from "../identity/pod_certificates.ts";
 
 /** The cluster CA as read from its SecureString (or a file for local nodes and tests). */

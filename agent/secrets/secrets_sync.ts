@@ -11,10 +11,10 @@
  */
 
 import * as path from "node:path";
-import { checkSize, LIMITS } from "../../core/limits.ts";
-import type { Logger } from "../../core/log.ts";
-import { valueName } from "../../core/provider_names.ts";
-import type { Deployment } from "../../core/resources.ts";
+import { checkSize, LIMITS } from "../../core/kit/limits.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import { valueName } from "../../core/model/provider_names.ts";
+import type { Deployment } from "../../core/model/resources.ts";
 import { podDirName } from "../pod_dir.ts";
 import { fetchValues, type ValueProvider } from "./value_provider.ts";
 import {

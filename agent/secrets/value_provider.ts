@@ -5,21 +5,21 @@ import {
   AwsResponseError,
   configuredEndpoint,
   responseError,
-} from "../../core/aws_request.ts";
-import type { CredentialSource } from "../../core/aws_credentials.ts";
+} from "../../core/aws/aws_request.ts";
+import type { CredentialSource } from "../../core/aws/aws_credentials.ts";
 import {
   NotFoundError,
   PermanentStoreError,
   PodminError,
   UnavailableError,
-} from "../../core/errors.ts";
+} from "../../core/kit/errors.ts";
 import {
   isTimeout,
   readAllBounded,
   requestTimeoutMs,
   timeoutError,
-} from "../../core/request_bounds.ts";
-import type { SecretRef } from "../../core/resources.ts";
+} from "../../core/kit/request_bounds.ts";
+import type { SecretRef } from "../../core/model/resources.ts";
 
 /** Something that returns the current value of a named parameter or secret. */
 export interface ValueProvider {
@@ -71,7 +71,7 @@ const ANSWER_BYTES = 1024 * 1024;
 
 /**
  * The AWS implementation: Parameter Store and Secrets Manager through their JSON APIs, signed by
- * core/aws_request.ts (the SDK's clients are not loaded: spec §2.4). The endpoint of each service
+ * core/aws/aws_request.ts (the SDK's clients are not loaded: spec §2.4). The endpoint of each service
  * is the configured one (`AWS_ENDPOINT_URL_SSM`, `AWS_ENDPOINT_URL_SECRETS_MANAGER`, then
  * `AWS_ENDPOINT_URL`: `configuredEndpoint`), else its dual-stack endpoint. A transient failure is
  * tried once more after a short jittered pause; the values loop backs off beyond that.

@@ -3,8 +3,8 @@
  * (the VPC's /56), both as BigInt so one set of helpers serves both families.
  */
 
-import { ValidationError } from "../../core/errors.ts";
-import { formatIpv6Prefix, parseIpv6Prefix } from "../../core/ipv6.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
+import { formatIpv6Prefix, parseIpv6Prefix } from "../../core/model/ipv6.ts";
 
 /** A CIDR block of either family. */
 export interface Cidr {

@@ -7,7 +7,7 @@
  * IAM statements, the NAT64 topology and the rollout.
  */
 
-import { INFRA_STATE } from "../../core/bucket_layout.ts";
+import { INFRA_STATE } from "../../core/bucket/bucket_layout.ts";
 import { type CheckedInputs, checkInfraInputs, type InfraInputs } from "./infra_inputs.ts";
 import { GenContext, nat64Name, nat64SubnetName, nodeSubnetName, TF } from "./context.ts";
 import { CLUSTER_TAG } from "./iam.ts";

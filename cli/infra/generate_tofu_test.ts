@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { INFRA_STATE } from "../../core/bucket_layout.ts";
-import { ValidationError } from "../../core/errors.ts";
+import { INFRA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 import { describeInfra, generateTofu, serializeTofu } from "./generate_tofu.ts";
 import type { TfBody } from "./tofu_json.ts";
 import {

@@ -12,7 +12,7 @@ import {
   AGENT_WRITE_PREFIXES,
   IDENTITY_WRITES,
   PREFIXES,
-} from "../../core/bucket_layout.ts";
+} from "../../core/bucket/bucket_layout.ts";
 import type { CheckedInputs, S3ObjectRef } from "./infra_inputs.ts";
 import type { Nat64Plan } from "./topology.ts";
 import { dataRef, literal } from "./tofu_json.ts";

@@ -3,7 +3,7 @@ import {
   AGENT_READ_PREFIXES,
   AGENT_WRITE_PREFIXES,
   IDENTITY_WRITES,
-} from "../../core/bucket_layout.ts";
+} from "../../core/bucket/bucket_layout.ts";
 import { generateTofu } from "./generate_tofu.ts";
 import { SSM_AGENT_ACTIONS } from "./iam.ts";
 import type { PolicyDocument } from "./iam.ts";

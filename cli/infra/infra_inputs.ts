@@ -7,9 +7,9 @@
  * inputs with defaults applied; the generator never sees unchecked values.
  */
 
-import { PREFIXES } from "../../core/bucket_layout.ts";
-import { ValidationError } from "../../core/errors.ts";
-import { checkClusterId, checkNodeGroup } from "../../core/names.ts";
+import { PREFIXES } from "../../core/bucket/bucket_layout.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
+import { checkClusterId, checkNodeGroup } from "../../core/model/names.ts";
 import { type Cidr, parseIpv4Cidr, parseIpv6Cidr } from "./cidr.ts";
 import { type Architecture, architectureOf, checkInstanceType } from "./instance_types.ts";
 

@@ -8,9 +8,9 @@
  * Graviton generation. Everything else runs x86-64.
  */
 
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 
-import { type Architecture, ARCHITECTURES } from "../../core/dependency_manifest.ts";
+import { type Architecture, ARCHITECTURES } from "../../core/bucket/dependency_manifest.ts";
 
 export { type Architecture, ARCHITECTURES };
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 import { architectureOf, checkInstanceType } from "./instance_types.ts";
 
 Deno.test("architectureOf: Graviton families are arm64", () => {

@@ -5,7 +5,7 @@
  * types, nested block types with their nesting mode and item limits.
  */
 
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 
 /**
  * A cty type in its JSON form: `"string"`, `"number"`, `"bool"`, `"dynamic"`,

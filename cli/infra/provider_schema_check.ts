@@ -25,7 +25,7 @@
  * conflicting arguments, ARN formats) or anything AWS itself decides at apply time.
  */
 
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 import type {
   CtyType,
   NestedAttributeType,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 import { readProviderSchema } from "./provider_schema.ts";
 
 const PROVIDER = "registry.opentofu.org/hashicorp/aws";

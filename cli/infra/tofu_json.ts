@@ -11,8 +11,8 @@
  *   `${` / `%{`. Values from operators always pass through `literal()`.
  */
 
-import { ValidationError } from "../../core/errors.ts";
-import { sortKeys } from "../../core/canonical_json.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
+import { sortKeys } from "../../core/kit/canonical_json.ts";
 
 /** A JSON value as it appears in a configuration. */
 export type TfValue = string | number | boolean | null | TfValue[] | { [key: string]: TfValue };

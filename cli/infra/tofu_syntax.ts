@@ -17,7 +17,7 @@
  * tests check the provider's schema with `provider_schema_check.ts`).
  */
 
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_-]*$/;
 const TOP_LEVEL = new Set([

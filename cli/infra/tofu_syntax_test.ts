@@ -15,7 +15,7 @@
 
 import assert from "node:assert/strict";
 import { getExpressionAst } from "@cdktf/hcl2json";
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 import { generateTofu, serializeTofu } from "./generate_tofu.ts";
 import type { InfraInputs } from "./infra_inputs.ts";
 import { checkTofuSyntax, scanTemplate, tofuSyntaxProblems } from "./tofu_syntax.ts";

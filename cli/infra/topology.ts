@@ -17,8 +17,8 @@
  * | node subnet of a NodeGroup with a dedicated NAT64 | 16 + sha256(name) mod 176, probing upward on a collision | none |
  */
 
-import { ValidationError } from "../../core/errors.ts";
-import { sha256Hex } from "../../core/digest.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
 import { type Cidr, formatCidr, overlaps, parseCidr, subnetOf } from "./cidr.ts";
 import type { CheckedInputs, CheckedNodeGroup } from "./infra_inputs.ts";
 import { zoneLetter } from "./infra_inputs.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 import { formatCidr, overlaps, parseCidr, parseIpv4Cidr, subnetOf } from "./cidr.ts";
 import { checkInfraInputs } from "./infra_inputs.ts";
 import { generateTofu } from "./generate_tofu.ts";

@@ -10,8 +10,8 @@
 
 import * as path from "node:path";
 import { parseArgs } from "node:util";
-import { PodminError } from "../../core/errors.ts";
-import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
+import { PodminError } from "../../core/kit/errors.ts";
+import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
 import { defaultCacheDir } from "../setup/dependency_cache.ts";
 import { readCatalogFile } from "../setup/dependency_catalog.ts";
 import { resolveCatalog } from "../setup/vendor_checksum.ts";

@@ -3,7 +3,7 @@
  * and flags; the implementation (cli/local/local_run.ts) loads when it runs.
  */
 
-import type { Command } from "../../core/cli_kit.ts";
+import type { Command } from "../../core/kit/cli_kit.ts";
 import { LOCAL_DEFAULTS } from "./local_defaults.ts";
 
 const HELP = `Usage: podmin local up|down|status [flags]

@@ -18,21 +18,25 @@
  */
 
 import * as path from "node:path";
-import { AGENT_ENV } from "../../core/agent_runtime_settings.ts";
-import { nodeGoEnv } from "../../core/node_runtime_settings.ts";
+import { AGENT_ENV } from "../../core/model/agent_runtime_settings.ts";
+import { nodeGoEnv } from "../../core/model/node_runtime_settings.ts";
 import { LOCAL_DEFAULTS } from "./local_defaults.ts";
-import { IDENTITY_WRITES, imageTagKey, parseImageRepository } from "../../core/bucket_layout.ts";
-import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
+import {
+  IDENTITY_WRITES,
+  imageTagKey,
+  parseImageRepository,
+} from "../../core/bucket/bucket_layout.ts";
+import { generateKeyPair, privateKeyPem } from "../../core/crypto/certificates.ts";
 import { newCaPem } from "../setup/cluster_cas.ts";
-import { PodminError } from "../../core/errors.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { createBucket, openStore } from "../../core/store_url.ts";
+import { PodminError } from "../../core/kit/errors.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import { createBucket, openStore } from "../../core/store/store_url.ts";
 import {
   mirroredImageRef,
   mirrorPathOf,
   parseUpstreamRef,
   REGISTRY_HOSTNAME,
-} from "../../core/image_ref.ts";
+} from "../../core/model/image_ref.ts";
 import { openImageSource } from "../../registry/image_source.ts";
 import { writeImage } from "../../registry/image_writer.ts";
 import { UpstreamSource } from "../../registry/upstream.ts";

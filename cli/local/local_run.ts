@@ -1,9 +1,9 @@
 /** `podmin local`'s implementation: up, down, status and exec (help and flags: local_command.ts). */
 
 import * as path from "node:path";
-import { agentV8FlagsArg } from "../../core/agent_runtime_settings.ts";
-import type { CommandContext } from "../../core/cli_kit.ts";
-import { UsageError } from "../../core/errors.ts";
+import { agentV8FlagsArg } from "../../core/model/agent_runtime_settings.ts";
+import type { CommandContext } from "../../core/kit/cli_kit.ts";
+import { UsageError } from "../../core/kit/errors.ts";
 import { defaultCacheDir } from "../setup/dependency_cache.ts";
 import { readCatalogFile } from "../setup/dependency_catalog.ts";
 import { resolveCatalog } from "../setup/vendor_checksum.ts";

@@ -8,7 +8,7 @@
  */
 
 import * as path from "node:path";
-import { PodminError } from "../../core/errors.ts";
+import { PodminError } from "../../core/kit/errors.ts";
 import { DEFAULT_CATALOG } from "../setup/default_catalog.ts";
 import type { Catalog } from "../setup/dependency_catalog.ts";
 import { DependencyCache } from "../setup/dependency_cache.ts";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { gzipSync } from "node:zlib";
-import { sha256Hex } from "../../core/digest.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
 import { serveFiles } from "../../tests/support/file_server.ts";
 import { buildTar } from "../../vmconfig/archive.ts";
 import type { Catalog } from "../setup/dependency_catalog.ts";

@@ -7,8 +7,8 @@
  * (the host side of their veth); CoreDNS binds it and kubelet names it as the Pods' nameserver.
  */
 
-import { formatIpv6, parseIpv6Prefix } from "../../core/ipv6.ts";
-import { ValidationError } from "../../core/errors.ts";
+import { formatIpv6, parseIpv6Prefix } from "../../core/model/ipv6.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 
 /** The interface the local node's DNS address lives on. */
 export const DNS_ADDRESS_DEVICE = "lo";

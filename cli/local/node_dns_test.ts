@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseIpv6, parseIpv6Prefix, prefixContains } from "../../core/ipv6.ts";
+import { parseIpv6, parseIpv6Prefix, prefixContains } from "../../core/model/ipv6.ts";
 import { localDnsAddress } from "./node_dns.ts";
 
 Deno.test("local DNS address: in the Pod prefix's /64, never inside the /80 the Pods use", () => {

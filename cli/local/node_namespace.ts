@@ -10,7 +10,7 @@
  */
 
 import * as path from "node:path";
-import { PodminError } from "../../core/errors.ts";
+import { PodminError } from "../../core/kit/errors.ts";
 
 /** A directory (or file) of the node bound over a real path. */
 export interface NodeBind {

@@ -4,8 +4,8 @@
  * by PID *and* command line so that a recycled PID is never signalled.
  */
 
-import { PodminError } from "../../core/errors.ts";
-import { sleep } from "../../core/retry.ts";
+import { PodminError } from "../../core/kit/errors.ts";
+import { sleep } from "../../core/kit/retry.ts";
 
 /** A started daemon as recorded in the node's state file. */
 export interface DaemonRecord {

@@ -7,7 +7,7 @@
  */
 
 import { gzipSync } from "node:zlib";
-import { sha256Hex } from "../../core/digest.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
 import { buildTar } from "../../vmconfig/archive.ts";
 
 /** Architectures a program image is written for. */

@@ -6,7 +6,7 @@
  */
 
 import * as path from "node:path";
-import { PodminError } from "../../core/errors.ts";
+import { PodminError } from "../../core/kit/errors.ts";
 import type { Catalog } from "../setup/dependency_catalog.ts";
 
 /** The programs the script builds, in the catalogue's names. */

@@ -7,10 +7,10 @@
  */
 
 import * as path from "node:path";
-import type { Architecture } from "../../core/dependency_manifest.ts";
-import { sha256Hex } from "../../core/digest.ts";
-import { PodminError, UsageError } from "../../core/errors.ts";
-import { VERSION } from "../../core/version.ts";
+import type { Architecture } from "../../core/bucket/dependency_manifest.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
+import { PodminError, UsageError } from "../../core/kit/errors.ts";
+import { VERSION } from "../../core/kit/version.ts";
 import type { CatalogSpec } from "./dependency_catalog.ts";
 import type { LocalDependency } from "./dependency_sync.ts";
 

@@ -11,7 +11,7 @@ import {
   DescribeVpcsCommand,
   EC2Client,
 } from "@aws-sdk/client-ec2";
-import { UsageError } from "../../core/errors.ts";
+import { UsageError } from "../../core/kit/errors.ts";
 import { CLUSTER_TAG } from "../infra/iam.ts";
 
 /** Zone names of the region that are available without opt-in, sorted. */

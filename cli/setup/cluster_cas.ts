@@ -12,9 +12,9 @@ import {
   createCaCertificate,
   generateKeyPair,
   privateKeyPem,
-} from "../../core/certificates.ts";
-import { PodminError } from "../../core/errors.ts";
-import { clusterCaName, workloadCaKeyName } from "../../core/provider_names.ts";
+} from "../../core/crypto/certificates.ts";
+import { PodminError } from "../../core/kit/errors.ts";
+import { clusterCaName, workloadCaKeyName } from "../../core/model/provider_names.ts";
 
 /** What happened to each parameter. */
 export interface CaResult {

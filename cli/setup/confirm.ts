@@ -4,7 +4,7 @@
  * on the same line, as people expect from a prompt.
  */
 
-import { UsageError } from "../../core/errors.ts";
+import { UsageError } from "../../core/kit/errors.ts";
 
 /** How the question is asked and answered (tests inject both). */
 interface Asking {

@@ -10,9 +10,9 @@
 
 import { createHash } from "node:crypto";
 import * as path from "node:path";
-import { Sha256Counter } from "../../core/digest.ts";
-import { DigestMismatchError, UnavailableError } from "../../core/errors.ts";
-import { progress } from "../../core/progress.ts";
+import { Sha256Counter } from "../../core/kit/digest.ts";
+import { DigestMismatchError, UnavailableError } from "../../core/kit/errors.ts";
+import { progress } from "../../core/kit/progress.ts";
 
 /** What `ensure` did for one file. */
 export type CacheOutcome = "reused" | "downloaded" | "replaced-corrupt";

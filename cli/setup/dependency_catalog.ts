@@ -8,8 +8,8 @@
  * vmconfig archive) are produced locally and digested when setup runs.
  */
 
-import { UsageError, ValidationError } from "../../core/errors.ts";
-import { type Architecture, ARCHITECTURES } from "../../core/dependency_manifest.ts";
+import { UsageError, ValidationError } from "../../core/kit/errors.ts";
+import { type Architecture, ARCHITECTURES } from "../../core/bucket/dependency_manifest.ts";
 import { KNOWN_DEPENDENCIES } from "../../vmconfig/render_user_data.ts";
 
 /** One pinned file of the catalogue, its digest known. */

@@ -6,7 +6,7 @@
  * intact; two racing setups never produce a mixed manifest: the loser fails.
  */
 
-import { DEPENDENCY_MANIFEST, dependencyBlobKey } from "../../core/bucket_layout.ts";
+import { DEPENDENCY_MANIFEST, dependencyBlobKey } from "../../core/bucket/bucket_layout.ts";
 import {
   type Architecture,
   type DependencyEntry,
@@ -15,11 +15,11 @@ import {
   parseDependencyManifest,
   sameDependencies,
   serializeDependencyManifest,
-} from "../../core/dependency_manifest.ts";
-import { sha256Hex } from "../../core/digest.ts";
-import { NotFoundError, PodminError, PreconditionFailedError } from "../../core/errors.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { progress } from "../../core/progress.ts";
+} from "../../core/bucket/dependency_manifest.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
+import { NotFoundError, PodminError, PreconditionFailedError } from "../../core/kit/errors.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import { progress } from "../../core/kit/progress.ts";
 import type { CatalogSpec } from "./dependency_catalog.ts";
 import type { DependencyCache } from "./dependency_cache.ts";
 import { fetchVendorChecksum } from "./vendor_checksum.ts";

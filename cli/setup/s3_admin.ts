@@ -1,12 +1,12 @@
 /**
  * The AWS SDK's S3 client for setup's and teardown's bucket administration (create, configure,
  * delete a bucket), aimed where the cluster's `S3Store` is. Object reads and writes go through
- * the store itself (core/s3_store.ts), which does not load the SDK.
+ * the store itself (core/store/s3_store.ts), which does not load the SDK.
  */
 
 import { S3Client } from "@aws-sdk/client-s3";
-import { awsRequestHandler, requestTimeoutMs } from "../../core/request_bounds.ts";
-import type { S3Store } from "../../core/s3_store.ts";
+import { awsRequestHandler, requestTimeoutMs } from "../../core/kit/request_bounds.ts";
+import type { S3Store } from "../../core/store/s3_store.ts";
 
 /** An S3 client for `store`'s bucket, region and endpoint. */
 export function s3AdminClient(store: S3Store): S3Client {

@@ -3,7 +3,7 @@
  * clients, the OpenTofu generator and vmconfig) loads when it runs.
  */
 
-import type { Command } from "../../core/cli_kit.ts";
+import type { Command } from "../../core/kit/cli_kit.ts";
 import { SETUP_DEFAULTS } from "./setup_defaults.ts";
 
 const setup: Command = {

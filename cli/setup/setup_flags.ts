@@ -11,11 +11,11 @@
  *   --kubernetes-version X.Y.Z, --crictl-version X.Y.Z, --containerd-version X.Y.Z
  */
 
-import { UsageError, type ValidationError } from "../../core/errors.ts";
+import { UsageError, type ValidationError } from "../../core/kit/errors.ts";
 import { architectureOf } from "../infra/instance_types.ts";
 import { KMS_KEY_ARN } from "../infra/infra_inputs.ts";
-import { checkClusterId, isDnsLabel } from "../../core/names.ts";
-import type { Architecture } from "../../core/dependency_manifest.ts";
+import { checkClusterId, isDnsLabel } from "../../core/model/names.ts";
+import type { Architecture } from "../../core/bucket/dependency_manifest.ts";
 import { SETUP_DEFAULTS } from "./setup_defaults.ts";
 import {
   checkReleaseVersion,

@@ -21,7 +21,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { EC2Client } from "@aws-sdk/client-ec2";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
-import { awsRequestHandler, requestTimeoutMs } from "../../core/request_bounds.ts";
+import { awsRequestHandler, requestTimeoutMs } from "../../core/kit/request_bounds.ts";
 import {
   DEPLOYMENT_INDEX,
   imageManifestKey,
@@ -30,28 +30,36 @@ import {
   INFRA_CONFIG,
   parseImageRepository,
   SERVICE_INDEX,
-} from "../../core/bucket_layout.ts";
+} from "../../core/bucket/bucket_layout.ts";
 import { parseManifest, platformOf } from "../../registry/manifest.ts";
-import { booleanFlag, type CommandContext, stringFlag, stringsFlag } from "../../core/cli_kit.ts";
+import {
+  booleanFlag,
+  type CommandContext,
+  stringFlag,
+  stringsFlag,
+} from "../../core/kit/cli_kit.ts";
 import {
   type Architecture,
   type DependencyEntry,
   emptyDependencyManifest,
-} from "../../core/dependency_manifest.ts";
-import { emptyDeploymentIndex, serializeDeploymentIndex } from "../../core/deployment_index.ts";
+} from "../../core/bucket/dependency_manifest.ts";
+import {
+  emptyDeploymentIndex,
+  serializeDeploymentIndex,
+} from "../../core/bucket/deployment_index.ts";
 import {
   PermanentStoreError,
   PodminError,
   PreconditionFailedError,
   UsageError,
-} from "../../core/errors.ts";
-import { mirrorPathOf, parseUpstreamRef } from "../../core/image_ref.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { sha256Hex } from "../../core/digest.ts";
-import { formatBytes, isProgressUpdate } from "../../core/progress.ts";
-import { S3Store } from "../../core/s3_store.ts";
-import { emptyServiceIndex, serializeServiceIndex } from "../../core/service_index.ts";
-import { openStore } from "../../core/store_url.ts";
+} from "../../core/kit/errors.ts";
+import { mirrorPathOf, parseUpstreamRef } from "../../core/model/image_ref.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
+import { formatBytes, isProgressUpdate } from "../../core/kit/progress.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
+import { emptyServiceIndex, serializeServiceIndex } from "../../core/bucket/service_index.ts";
+import { openStore } from "../../core/store/store_url.ts";
 import { s3AdminClient } from "./s3_admin.ts";
 import { writeImage } from "../../registry/image_writer.ts";
 import { UpstreamSource } from "../../registry/upstream.ts";
@@ -670,7 +678,7 @@ async function resolveCluster(
  * The buckets outside the cluster's (`--workload-ca-publish s3://B/K`, `--otel-logs ca=s3://B/K`):
  * each must exist (Podmin publishes into or reads from it, never creates it), and may be in any
  * region: setup asks S3 for the bucket's region (HeadBucket, following S3's region redirect) and
- * logs it; the agents' stores follow the same redirect (core/s3_store.ts). The cluster bucket is
+ * logs it; the agents' stores follow the same redirect (core/store/s3_store.ts). The cluster bucket is
  * fine (setup creates it); a 403 means it exists but is not ours to read.
  */
 async function checkExternalBuckets(plan: SetupPlan): Promise<void> {

@@ -3,7 +3,7 @@
  * (cli/setup/teardown_run.ts, with OpenTofu and the AWS SDK clients) loads when they run.
  */
 
-import type { Command } from "../../core/cli_kit.ts";
+import type { Command } from "../../core/kit/cli_kit.ts";
 
 const teardown: Command = {
   name: "teardown",

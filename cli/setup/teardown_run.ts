@@ -8,21 +8,21 @@
 import * as path from "node:path";
 import { DeleteBucketCommand } from "@aws-sdk/client-s3";
 import { SSMClient } from "@aws-sdk/client-ssm";
-import { awsRequestHandler, requestTimeoutMs } from "../../core/request_bounds.ts";
-import { INFRA_CONFIG } from "../../core/bucket_layout.ts";
+import { awsRequestHandler, requestTimeoutMs } from "../../core/kit/request_bounds.ts";
+import { INFRA_CONFIG } from "../../core/bucket/bucket_layout.ts";
 import {
   booleanFlag,
   bucketUrl,
   type CommandContext,
   requireString,
   stringFlag,
-} from "../../core/cli_kit.ts";
-import { PodminError, PreconditionFailedError, UsageError } from "../../core/errors.ts";
-import { FsStore } from "../../core/fs_store.ts";
-import { checkClusterId } from "../../core/names.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
-import { defaultRegion, openStore } from "../../core/store_url.ts";
+} from "../../core/kit/cli_kit.ts";
+import { PodminError, PreconditionFailedError, UsageError } from "../../core/kit/errors.ts";
+import { FsStore } from "../../core/store/fs_store.ts";
+import { checkClusterId } from "../../core/model/names.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
+import { defaultRegion, openStore } from "../../core/store/store_url.ts";
 import { s3AdminClient } from "./s3_admin.ts";
 import { deleteClusterCas } from "./cluster_cas.ts";
 import { confirmDestructive } from "./confirm.ts";

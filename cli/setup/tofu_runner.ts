@@ -4,7 +4,7 @@
  * cluster bucket through the S3 backend the configuration declares.
  */
 
-import { PodminError, UsageError } from "../../core/errors.ts";
+import { PodminError, UsageError } from "../../core/kit/errors.ts";
 
 /** Options of `runTofu`. */
 export interface TofuOptions {

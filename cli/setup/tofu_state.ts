@@ -8,9 +8,9 @@
  * would make OpenTofu destroy it).
  */
 
-import { INFRA_STATE } from "../../core/bucket_layout.ts";
-import { PodminError } from "../../core/errors.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
+import { INFRA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { PodminError } from "../../core/kit/errors.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
 
 /** The S3 backend's lock object beside the state (OpenTofu ≥ 1.10 `use_lockfile`). */
 export const INFRA_STATE_LOCK = `${INFRA_STATE}.tflock`;

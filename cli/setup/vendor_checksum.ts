@@ -9,7 +9,7 @@
  * the downloaded file. HEX is 64 hex digits (either case; recorded lower-case).
  */
 
-import { PodminError } from "../../core/errors.ts";
+import { PodminError } from "../../core/kit/errors.ts";
 import type { Catalog, CatalogSpec } from "./dependency_catalog.ts";
 
 /** A vendor checksum file is missing, unreadable or malformed. */

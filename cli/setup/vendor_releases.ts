@@ -18,8 +18,8 @@
  * its own base, host first: `<mirror>/dl.k8s.io/release/…`, `<mirror>/github.com/…`.
  */
 
-import { UsageError } from "../../core/errors.ts";
-import { type Architecture, ARCHITECTURES } from "../../core/dependency_manifest.ts";
+import { UsageError } from "../../core/kit/errors.ts";
+import { type Architecture, ARCHITECTURES } from "../../core/bucket/dependency_manifest.ts";
 import type { CatalogEntrySpec, CatalogSpec } from "./dependency_catalog.ts";
 
 /** The environment variable naming a mirror of the vendors' release sites. */

@@ -1,8 +1,8 @@
 /** Waits for Auto Scaling Groups to reach their desired healthy capacity, with progress. */
 
 import { AutoScalingClient, DescribeAutoScalingGroupsCommand } from "@aws-sdk/client-auto-scaling";
-import { PodminError } from "../../core/errors.ts";
-import { sleep } from "../../core/retry.ts";
+import { PodminError } from "../../core/kit/errors.ts";
+import { sleep } from "../../core/kit/retry.ts";
 
 /** A group to wait for and its deadline. */
 export interface CapacityWait {

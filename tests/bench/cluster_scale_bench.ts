@@ -43,11 +43,11 @@ import { parseArgs } from "node:util";
 import { manifestFileName } from "../../agent/deployments/static_pod.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
-import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
-import { valueName } from "../../core/provider_names.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
-import { openStore } from "../../core/store_url.ts";
+import { generateKeyPair, privateKeyPem } from "../../core/crypto/certificates.ts";
+import { valueName } from "../../core/model/provider_names.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
+import { openStore } from "../../core/store/store_url.ts";
 import { moto, putParameter } from "../support/moto.ts";
 import { checkConditionalWrites, startVersitygw } from "../support/versitygw.ts";
 import {

@@ -7,8 +7,8 @@
 import * as path from "node:path";
 import { manifestFileName } from "../../agent/deployments/static_pod.ts";
 import { applyResources } from "../../cli/desired_state.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import { type Deployment, parseResource, type Service } from "../../core/resources.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { type Deployment, parseResource, type Service } from "../../core/model/resources.ts";
 import { processCpuSeconds } from "./bench_output.ts";
 import type {
   AwaitResult,

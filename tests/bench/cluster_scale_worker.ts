@@ -30,14 +30,14 @@ import { NodeRecordWriter } from "../../agent/node_record_writer.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider, type ValueProvider } from "../../agent/secrets/value_provider.ts";
 import { ServicesView } from "../../agent/services_view.ts";
-import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
-import { parseDuration } from "../../core/duration.ts";
-import { LIMITS } from "../../core/limits.ts";
-import type { Logger } from "../../core/log.ts";
-import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../../core/node_record.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import { openStore } from "../../core/store_url.ts";
-import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/workload_ca_state.ts";
+import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { parseDuration } from "../../core/kit/duration.ts";
+import { LIMITS } from "../../core/kit/limits.ts";
+import type { Logger } from "../../core/kit/log.ts";
+import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { openStore } from "../../core/store/store_url.ts";
+import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/bucket/workload_ca_state.ts";
 
 /** What a worker runs. */
 export interface WorkerConfig {

@@ -26,7 +26,7 @@
 
 import { Buffer } from "node:buffer";
 import { parseArgs } from "node:util";
-import { formatIpv6, parseIpv6 } from "../../core/ipv6.ts";
+import { formatIpv6, parseIpv6 } from "../../core/model/ipv6.ts";
 import { enableRunTimeStats, programInfo } from "../../ffi/bpf_info.ts";
 import { Driver, nftIn, nsRun, Topology } from "../support/dataplane_topology.ts";
 import { benchSmoke, recordFigures } from "./bench_output.ts";

@@ -22,7 +22,7 @@
  * flows sent once untimed, then frames cycling over them.
  */
 
-import { formatIpv6, parseIpv6 } from "../../core/ipv6.ts";
+import { formatIpv6, parseIpv6 } from "../../core/model/ipv6.ts";
 import { Driver, LineProcess, nftIn, nsRun, sh, Topology } from "../support/dataplane_topology.ts";
 import { median } from "./bench_output.ts";
 import {

@@ -15,10 +15,10 @@ import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { fileCaKey } from "../../agent/identity/ca_key.ts";
 import { PodCertificates } from "../../agent/identity/pod_certificates.ts";
-import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
-import { createFsBucket, FsStore } from "../../core/fs_store.ts";
-import { silentLogger } from "../../core/log.ts";
-import { type Deployment, parseResource } from "../../core/resources.ts";
+import { generateKeyPair, privateKeyPem } from "../../core/crypto/certificates.ts";
+import { createFsBucket, FsStore } from "../../core/store/fs_store.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { type Deployment, parseResource } from "../../core/model/resources.ts";
 import { caEntry, writeCaState } from "../support/workload_ca.ts";
 import { benchSmoke, recordFigures } from "./bench_output.ts";
 

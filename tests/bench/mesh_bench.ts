@@ -22,11 +22,11 @@ import { DnsPublisher } from "../../agent/dns/dns_publisher.ts";
 import { Loop } from "../../agent/loop.ts";
 import { DEFAULTS } from "../../agent/run_flags.ts";
 import { DEFAULT_CLUSTER_DOMAIN } from "../../agent/services_view.ts";
-import { parseDuration } from "../../core/duration.ts";
-import { silentLogger } from "../../core/log.ts";
-import { SERVICE_INDEX } from "../../core/bucket_layout.ts";
-import { readServiceIndex } from "../../core/service_index.ts";
-import { openStore } from "../../core/store_url.ts";
+import { parseDuration } from "../../core/kit/duration.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { SERVICE_INDEX } from "../../core/bucket/bucket_layout.ts";
+import { readServiceIndex } from "../../core/bucket/service_index.ts";
+import { openStore } from "../../core/store/store_url.ts";
 import { runGenerator } from "../../vmconfig/node_files.ts";
 import { freePort, moto } from "../support/moto.ts";
 import {

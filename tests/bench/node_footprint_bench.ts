@@ -17,7 +17,7 @@ import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { readState } from "../../cli/local/local_node.ts";
 import { writeDemoImageLayout } from "../../cli/local/demo_image.ts";
-import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
+import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
 import { freePort } from "../support/moto.ts";
 import { NODE_BIN_DIRS } from "../support/node_peers.ts";
 import { waitFor } from "../support/programs.ts";

@@ -19,10 +19,10 @@
  */
 
 import * as path from "node:path";
-import { imageBlobKey, imageManifestKey, imageTagKey } from "../../core/bucket_layout.ts";
-import { sha256Hex } from "../../core/digest.ts";
-import { createFsBucket, FsStore } from "../../core/fs_store.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
+import { imageBlobKey, imageManifestKey, imageTagKey } from "../../core/bucket/bucket_layout.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
+import { createFsBucket, FsStore } from "../../core/store/fs_store.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
 import { startCriContainerd } from "../support/cri_containerd.ts";
 import { freePort } from "../support/moto.ts";
 import { tarOf } from "../support/oci_image.ts";

@@ -17,11 +17,11 @@
 
 import * as path from "node:path";
 import { SignatureV4 } from "@smithy/signature-v4";
-import { imageBlobKey, imageManifestKey, imageTagKey } from "../../core/bucket_layout.ts";
-import { sha256Hex } from "../../core/digest.ts";
-import { createFsBucket, FsStore } from "../../core/fs_store.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import { imageBlobKey, imageManifestKey, imageTagKey } from "../../core/bucket/bucket_layout.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
+import { createFsBucket, FsStore } from "../../core/store/fs_store.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { freePort, moto } from "../support/moto.ts";
 import { SmithySha256 } from "../support/smithy_sha256.ts";
 import {

@@ -1,12 +1,12 @@
 /**
  * The agent as nodes run it, for the benchmarks: the single-file bundle of this tree (built by
  * `cli/build.sh bundle` into a temporary directory) run by this Deno with the V8
- * flags and environment of core/agent_runtime_settings.ts. A compiled binary carries the same
+ * flags and environment of core/model/agent_runtime_settings.ts. A compiled binary carries the same
  * flags; it cannot be built here (no `denort`), and the bundle is the other shipped form.
  */
 
 import * as path from "node:path";
-import { AGENT_ENV, agentV8FlagsArg } from "../../core/agent_runtime_settings.ts";
+import { AGENT_ENV, agentV8FlagsArg } from "../../core/model/agent_runtime_settings.ts";
 
 const root = new URL("../../", import.meta.url).pathname;
 

@@ -101,7 +101,9 @@ Deno.test("build: stamped bundles run outside the source tree (setup --dry-run, 
     const get = (await Array.fromAsync(Deno.readDir(`${run}/podmin-lib`)))
       .find((e) => /^get_run-[A-Z0-9]+\.js$/.test(e.name))!.name;
     const getClosure = [...await bundleClosure(`${run}/podmin-lib`, get)];
-    assert.ok(getClosure.includes("cli/get_run.ts") && getClosure.includes("core/fs_store.ts"));
+    assert.ok(
+      getClosure.includes("cli/get_run.ts") && getClosure.includes("core/store/fs_store.ts"),
+    );
     assert.deepEqual(getClosure.filter((m) => m.includes("node_modules")), [], "get loads no npm");
     const help = await sh([Deno.execPath(), "run", "-A", `${run}/podmin.js`, "--help"], {
       cwd: run,

@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
 import { DEFAULT_CATALOG } from "../../cli/setup/default_catalog.ts";
 import { DependencyCache } from "../../cli/setup/dependency_cache.ts";
-import { DigestMismatchError } from "../../core/errors.ts";
+import { DigestMismatchError } from "../../core/kit/errors.ts";
 import { buildTar } from "../../vmconfig/archive.ts";
 import { serveFiles } from "../support/file_server.ts";
 

@@ -3,10 +3,14 @@
  * `podmin status` and apply's warning for a Podmin image reference absent from the store.
  */
 
-import { type NodeRecord, nodeRecordKey, serializeNodeRecord } from "../../core/node_record.ts";
-import { openStore } from "../../core/store_url.ts";
-import { getIfExists } from "../../core/object_store.ts";
-import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
+import {
+  type NodeRecord,
+  nodeRecordKey,
+  serializeNodeRecord,
+} from "../../core/bucket/node_record.ts";
+import { openStore } from "../../core/store/store_url.ts";
+import { getIfExists } from "../../core/store/object_store.ts";
+import { DEPLOYMENT_INDEX } from "../../core/bucket/bucket_layout.ts";
 import assert from "node:assert/strict";
 import { writeOciLayout } from "../support/oci_image.ts";
 import { cli, freshBucket, HELLO, tempFile } from "./harness.ts";

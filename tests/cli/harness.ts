@@ -1,6 +1,6 @@
 /** Drives `podmin` for the CLI tests: in process (fast) or as a subprocess with stdin. */
 
-import { runProgram } from "../../core/cli_kit.ts";
+import { runProgram } from "../../core/kit/cli_kit.ts";
 import { programOf } from "../../cli/program.ts";
 
 const root = new URL("../../", import.meta.url).pathname;

@@ -2,7 +2,7 @@
  * CLI start loads only what the command needs (issue 15): the command table holds help and flags,
  * each implementation is a literal dynamic import (so `deno bundle` and `deno compile` carry it),
  * and reading a bucket loads no npm package: not on a filesystem bucket, and not on S3 either
- * (core/s3_store.ts signs its own requests).
+ * (core/store/s3_store.ts signs its own requests).
  *
  * Two real peers judge it: Deno's own module graph (`deno info --json`, which marks dynamic
  * imports), and Deno's loader run with `--no-npm`, which fails the moment any npm package (AWS
@@ -10,10 +10,10 @@
  */
 
 import assert from "node:assert/strict";
-import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
+import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
 import { DEFAULT_SANDBOX_IMAGE } from "../../vmconfig/render_user_data.ts";
 import { programOf } from "../../cli/program.ts";
-import { loadCommands } from "../../core/cli_kit.ts";
+import { loadCommands } from "../../core/kit/cli_kit.ts";
 import { cli, freshBucket, HELLO } from "./harness.ts";
 import { moto, motoEnv } from "../support/moto.ts";
 
@@ -88,7 +88,7 @@ Deno.test("cli start: the command table loads no npm package and only node:util;
       "cli/setup/teardown_run.ts",
       "cli/local/local_command.ts",
       "cli/local/local_run.ts",
-      "core/s3_store.ts",
+      "core/store/s3_store.ts",
     ]
   ) {
     assert.ok(dynamic.has(m), `${m} is imported by a literal dynamic import`);
@@ -102,7 +102,7 @@ Deno.test("cli start: the command table loads no npm package and only node:util;
   );
   // `get` on a filesystem bucket: the implementation and the store, without the S3 SDK.
   const get = staticClosure(graph, "cli/get_run.ts");
-  assert.ok(get.includes("core/fs_store.ts"));
+  assert.ok(get.includes("core/store/fs_store.ts"));
   assert.deepEqual(get.filter((m) => m.startsWith("npm:") || m.includes("s3_store")), []);
 });
 

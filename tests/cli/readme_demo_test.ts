@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { loadCommands, parseInvocation } from "../../core/cli_kit.ts";
+import { loadCommands, parseInvocation } from "../../core/kit/cli_kit.ts";
 import { programOf } from "../../cli/program.ts";
 import { cli } from "./harness.ts";
 

@@ -14,10 +14,10 @@ import {
   publishDependencies,
   wantedDependencies,
 } from "../../cli/setup/dependency_sync.ts";
-import { DEPENDENCY_MANIFEST } from "../../core/bucket_layout.ts";
-import { parseDependencyManifest } from "../../core/dependency_manifest.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import { DEPENDENCY_MANIFEST } from "../../core/bucket/bucket_layout.ts";
+import { parseDependencyManifest } from "../../core/bucket/dependency_manifest.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { serveFiles } from "../support/file_server.ts";
 import { moto } from "../support/moto.ts";
 

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { CreateBucketCommand, GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import { S3Store } from "../../core/s3_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { moto } from "../support/moto.ts";
 import { podmin } from "../support/programs.ts";
 import { regionRedirectProxy } from "../support/region_redirect_proxy.ts";

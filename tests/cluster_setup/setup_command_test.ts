@@ -25,10 +25,10 @@ import {
   DEPLOYMENT_INDEX,
   imageTagKey,
   INFRA_CONFIG,
-} from "../../core/bucket_layout.ts";
-import { parseDependencyManifest } from "../../core/dependency_manifest.ts";
-import { getIfExists } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
+} from "../../core/bucket/bucket_layout.ts";
+import { parseDependencyManifest } from "../../core/bucket/dependency_manifest.ts";
+import { getIfExists } from "../../core/store/object_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { s3AdminClient } from "../../cli/setup/s3_admin.ts";
 import { writeOciLayout } from "../support/oci_image.ts";
 import { serveFiles } from "../support/file_server.ts";

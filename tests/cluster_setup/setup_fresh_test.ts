@@ -19,10 +19,10 @@ import {
 } from "@aws-sdk/client-auto-scaling";
 import { HeadBucketCommand } from "@aws-sdk/client-s3";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
-import { DEPENDENCY_MANIFEST, imageTagKey, INFRA_CONFIG } from "../../core/bucket_layout.ts";
-import { parseDependencyManifest } from "../../core/dependency_manifest.ts";
-import { getIfExists } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import { DEPENDENCY_MANIFEST, imageTagKey, INFRA_CONFIG } from "../../core/bucket/bucket_layout.ts";
+import { parseDependencyManifest } from "../../core/bucket/dependency_manifest.ts";
+import { getIfExists } from "../../core/store/object_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { s3AdminClient } from "../../cli/setup/s3_admin.ts";
 import { buildTar } from "../../vmconfig/archive.ts";
 import { writeOciLayout } from "../support/oci_image.ts";

@@ -26,9 +26,9 @@ import {
   CreateVpcCommand,
   EC2Client,
 } from "@aws-sdk/client-ec2";
-import { INFRA_CONFIG, INFRA_STATE } from "../../core/bucket_layout.ts";
-import { getIfExists } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import { INFRA_CONFIG, INFRA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { getIfExists } from "../../core/store/object_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { INFRA_STATE_LOCK, parseState } from "../../cli/setup/tofu_state.ts";
 import { writeOciLayout } from "../support/oci_image.ts";
 import { serveFiles } from "../support/file_server.ts";

@@ -25,11 +25,14 @@ import {
   type VersionedProgram,
   withReleaseVersions,
 } from "../../cli/setup/vendor_releases.ts";
-import { DEPENDENCY_MANIFEST } from "../../core/bucket_layout.ts";
-import { type Architecture, parseDependencyManifest } from "../../core/dependency_manifest.ts";
-import { DigestMismatchError } from "../../core/errors.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import { DEPENDENCY_MANIFEST } from "../../core/bucket/bucket_layout.ts";
+import {
+  type Architecture,
+  parseDependencyManifest,
+} from "../../core/bucket/dependency_manifest.ts";
+import { DigestMismatchError } from "../../core/kit/errors.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { type FileServer, serveFiles } from "../support/file_server.ts";
 import { moto } from "../support/moto.ts";
 import { podmin } from "../support/programs.ts";

@@ -10,12 +10,15 @@ import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources } from "../../cli/desired_state.ts";
-import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
-import { parseDeploymentIndex, serializeDeploymentIndex } from "../../core/deployment_index.ts";
-import { FsStore } from "../../core/fs_store.ts";
-import { silentLogger } from "../../core/log.ts";
-import { getIfExists } from "../../core/object_store.ts";
-import { parseResource } from "../../core/resources.ts";
+import { DEPLOYMENT_INDEX } from "../../core/bucket/bucket_layout.ts";
+import {
+  parseDeploymentIndex,
+  serializeDeploymentIndex,
+} from "../../core/bucket/deployment_index.ts";
+import { FsStore } from "../../core/store/fs_store.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { getIfExists } from "../../core/store/object_store.ts";
+import { parseResource } from "../../core/model/resources.ts";
 import { moto, putParameter } from "../support/moto.ts";
 
 const deployment = (name: string, secrets?: { key: string }[]) =>

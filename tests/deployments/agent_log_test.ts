@@ -8,8 +8,8 @@ import * as path from "node:path";
 import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
-import { createLogger } from "../../core/log.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import { createLogger } from "../../core/kit/log.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { blackHole } from "../support/black_hole.ts";
 
 Deno.test("agent log: an outage whose error alternates is logged once, not once per pass", {

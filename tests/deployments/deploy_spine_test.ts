@@ -6,10 +6,10 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
-import { parseDeploymentIndex } from "../../core/deployment_index.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { createBucket, openStore } from "../../core/store_url.ts";
+import { DEPLOYMENT_INDEX } from "../../core/bucket/bucket_layout.ts";
+import { parseDeploymentIndex } from "../../core/bucket/deployment_index.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import { createBucket, openStore } from "../../core/store/store_url.ts";
 import { moto } from "../support/moto.ts";
 import { agent, nodeAgentArgs, podmin, spawnAgent, waitFor } from "../support/programs.ts";
 

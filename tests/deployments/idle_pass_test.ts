@@ -10,9 +10,9 @@ import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources } from "../../cli/desired_state.ts";
-import { FsStore } from "../../core/fs_store.ts";
-import { silentLogger } from "../../core/log.ts";
-import { parseResource } from "../../core/resources.ts";
+import { FsStore } from "../../core/store/fs_store.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { parseResource } from "../../core/model/resources.ts";
 
 const deployment = (name: string) =>
   parseResource({

@@ -6,10 +6,10 @@
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { applyResources } from "../../cli/desired_state.ts";
-import { createFsBucket, FsStore } from "../../core/fs_store.ts";
-import { getIfExists } from "../../core/object_store.ts";
-import { parseNodeRecord } from "../../core/node_record.ts";
-import { parseResource } from "../../core/resources.ts";
+import { createFsBucket, FsStore } from "../../core/store/fs_store.ts";
+import { getIfExists } from "../../core/store/object_store.ts";
+import { parseNodeRecord } from "../../core/bucket/node_record.ts";
+import { parseResource } from "../../core/model/resources.ts";
 import { nodeAgentArgs, spawnAgent, waitFor } from "../support/programs.ts";
 
 const KEY = "dns/nodes/workers/node-a.json";

@@ -6,16 +6,16 @@
 
 import assert from "node:assert/strict";
 import { readStatus } from "../../agent/deployments/status.ts";
-import { DEPLOYMENT_INDEX } from "../../core/bucket_layout.ts";
+import { DEPLOYMENT_INDEX } from "../../core/bucket/bucket_layout.ts";
 import {
   type DeploymentEntry,
   emptyDeploymentIndex,
   serializeDeploymentIndex,
-} from "../../core/deployment_index.ts";
-import { createFsBucket, FsStore } from "../../core/fs_store.ts";
-import { type Deployment, parseResource } from "../../core/resources.ts";
-import { encodeSpec, writeSpec } from "../../core/spec_objects.ts";
-import { createBucket } from "../../core/store_url.ts";
+} from "../../core/bucket/deployment_index.ts";
+import { createFsBucket, FsStore } from "../../core/store/fs_store.ts";
+import { type Deployment, parseResource } from "../../core/model/resources.ts";
+import { encodeSpec, writeSpec } from "../../core/bucket/spec_objects.ts";
+import { createBucket } from "../../core/store/store_url.ts";
 import { agent, nodeAgentArgs, podmin } from "../support/programs.ts";
 
 const yaml = (optOut: boolean) =>

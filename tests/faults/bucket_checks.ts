@@ -5,11 +5,11 @@
  * holds a manifest whose manifests and blobs all exist.
  */
 
-import { readDeploymentIndex } from "../../core/deployment_index.ts";
-import { sha256Hex } from "../../core/digest.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { readServiceIndex } from "../../core/service_index.ts";
-import { readSpec } from "../../core/spec_objects.ts";
+import { readDeploymentIndex } from "../../core/bucket/deployment_index.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import { readServiceIndex } from "../../core/bucket/service_index.ts";
+import { readSpec } from "../../core/bucket/spec_objects.ts";
 import { parseManifest } from "../../registry/manifest.ts";
 
 /** Returns one line per broken invariant (empty when the bucket is sound). */

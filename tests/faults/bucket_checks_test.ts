@@ -1,8 +1,8 @@
 /** The kill -9 trials' bucket checks see what they must: a missing spec, a torn object, a dangling tag. */
 
 import assert from "node:assert/strict";
-import { sha256Hex } from "../../core/digest.ts";
-import { createFsBucket, FsStore } from "../../core/fs_store.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
+import { createFsBucket, FsStore } from "../../core/store/fs_store.ts";
 import { bucketProblems } from "./bucket_checks.ts";
 
 const enc = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));

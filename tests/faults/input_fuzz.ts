@@ -6,11 +6,11 @@
  */
 
 import { parseResourceText } from "../../cli/resource_files.ts";
-import { parseDeploymentIndex } from "../../core/deployment_index.ts";
-import { UsageError, ValidationError } from "../../core/errors.ts";
-import { parseServiceIndex } from "../../core/service_index.ts";
-import { decodeSpec } from "../../core/spec_objects.ts";
-import { sha256Hex } from "../../core/digest.ts";
+import { parseDeploymentIndex } from "../../core/bucket/deployment_index.ts";
+import { UsageError, ValidationError } from "../../core/kit/errors.ts";
+import { parseServiceIndex } from "../../core/bucket/service_index.ts";
+import { decodeSpec } from "../../core/bucket/spec_objects.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
 import { type Attack, Findings, Rand } from "./campaign.ts";
 
 const RESOURCES = `apiVersion: podmin.dev/v1

@@ -9,12 +9,12 @@
  */
 
 import * as path from "node:path";
-import { createFsBucket } from "../../core/fs_store.ts";
-import { readDeploymentIndex } from "../../core/deployment_index.ts";
-import { getIfExists, type ObjectStore } from "../../core/object_store.ts";
-import { sha256Hex } from "../../core/digest.ts";
-import { readSpec } from "../../core/spec_objects.ts";
-import { openStore } from "../../core/store_url.ts";
+import { createFsBucket } from "../../core/store/fs_store.ts";
+import { readDeploymentIndex } from "../../core/bucket/deployment_index.ts";
+import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
+import { sha256Hex } from "../../core/kit/digest.ts";
+import { readSpec } from "../../core/bucket/spec_objects.ts";
+import { openStore } from "../../core/store/store_url.ts";
 import { moto } from "../support/moto.ts";
 import { writeOciLayout } from "../support/oci_image.ts";
 import { agent as runAgent, podmin, type Ran } from "../support/programs.ts";

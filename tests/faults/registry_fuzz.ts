@@ -5,9 +5,9 @@
  */
 
 import { posix } from "node:path";
-import { FsStore } from "../../core/fs_store.ts";
-import { silentLogger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
+import { FsStore } from "../../core/store/fs_store.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
 import { ImageReader } from "../../registry/image_reader.ts";
 import { openImageSource } from "../../registry/image_source.ts";
 import { writeImage } from "../../registry/image_writer.ts";

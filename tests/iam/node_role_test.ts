@@ -20,7 +20,11 @@ import {
   PutObjectCommand,
   S3Client,
 } from "@aws-sdk/client-s3";
-import { DEPLOYMENT_INDEX, IDENTITY_WRITES, INFRA_CONFIG } from "../../core/bucket_layout.ts";
+import {
+  DEPLOYMENT_INDEX,
+  IDENTITY_WRITES,
+  INFRA_CONFIG,
+} from "../../core/bucket/bucket_layout.ts";
 import { generatedNodePolicy, userWithPolicy } from "./aws_iam.ts";
 import { dedicatedMoto } from "../support/moto.ts";
 import { writeOciLayout } from "../support/oci_image.ts";

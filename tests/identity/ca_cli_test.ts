@@ -8,21 +8,21 @@ import assert from "node:assert/strict";
 import * as path from "node:path";
 import { CaMaintainer } from "../../agent/identity/ca_maintainer.ts";
 import { DEFAULT_ROTATION_POLICY } from "../../agent/identity/ca_rotation.ts";
-import { WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
+import { WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
 import {
   createCaCertificate,
   fingerprint,
   generateKeyPair,
   issueLeaf,
   parseCertificatesPem,
-} from "../../core/certificates.ts";
-import { silentLogger } from "../../core/log.ts";
-import { createBucket, openStore } from "../../core/store_url.ts";
+} from "../../core/crypto/certificates.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { createBucket, openStore } from "../../core/store/store_url.ts";
 import {
   checkCaState,
   parseWorkloadCaState,
   serializeWorkloadCaState,
-} from "../../core/workload_ca_state.ts";
+} from "../../core/bucket/workload_ca_state.ts";
 import { podmin } from "../support/programs.ts";
 import { testWith } from "../support/requirements.ts";
 

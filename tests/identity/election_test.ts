@@ -7,9 +7,9 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { parseLeaseDocument } from "../../core/bucket_lease.ts";
-import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
-import { parseWorkloadCaState } from "../../core/workload_ca_state.ts";
+import { parseLeaseDocument } from "../../core/bucket/bucket_lease.ts";
+import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { parseWorkloadCaState } from "../../core/bucket/workload_ca_state.ts";
 import { moto } from "../support/moto.ts";
 import { waitFor } from "../support/programs.ts";
 import {

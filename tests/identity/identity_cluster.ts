@@ -11,10 +11,10 @@ import {
   S3Client,
 } from "@aws-sdk/client-s3";
 import * as path from "node:path";
-import { generateKeyPair, privateKeyPem } from "../../core/certificates.ts";
-import { type LeaseDocument, parseLeaseDocument } from "../../core/bucket_lease.ts";
-import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
-import { parseWorkloadCaState, type WorkloadCaState } from "../../core/workload_ca_state.ts";
+import { generateKeyPair, privateKeyPem } from "../../core/crypto/certificates.ts";
+import { type LeaseDocument, parseLeaseDocument } from "../../core/bucket/bucket_lease.ts";
+import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { parseWorkloadCaState, type WorkloadCaState } from "../../core/bucket/workload_ca_state.ts";
 import type { IdentityStatus } from "../../agent/identity/ca_maintainer.ts";
 import { nodeAgentArgs, spawnAgent } from "../support/programs.ts";
 

@@ -22,10 +22,10 @@ import {
   LIFETIMES,
   parseCertificatesPem,
   privateKeyPem,
-} from "../../core/certificates.ts";
-import { createFsBucket, FsStore } from "../../core/fs_store.ts";
-import { silentLogger } from "../../core/log.ts";
-import { type Deployment, parseResource, type Service } from "../../core/resources.ts";
+} from "../../core/crypto/certificates.ts";
+import { createFsBucket, FsStore } from "../../core/store/fs_store.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { type Deployment, parseResource, type Service } from "../../core/model/resources.ts";
 import { mutualTls, run } from "../support/openssl_tls.ts";
 import { testWith } from "../support/requirements.ts";
 import { caEntry, writeCaState } from "../support/workload_ca.ts";

@@ -8,13 +8,17 @@
 import assert from "node:assert/strict";
 import { GetObjectCommand } from "@aws-sdk/client-s3";
 import * as path from "node:path";
-import { WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
-import { fingerprint, importPrivateKeyPem, parseCertificatesPem } from "../../core/certificates.ts";
+import { WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
+import {
+  fingerprint,
+  importPrivateKeyPem,
+  parseCertificatesPem,
+} from "../../core/crypto/certificates.ts";
 import {
   checkCaState,
   parseWorkloadCaState,
   trustBundlePem,
-} from "../../core/workload_ca_state.ts";
+} from "../../core/bucket/workload_ca_state.ts";
 import { bundleSha256 } from "../../agent/identity/ca_publication.ts";
 import { moto } from "../support/moto.ts";
 import { podmin, waitFor } from "../support/programs.ts";

@@ -17,10 +17,10 @@ import {
   LIFETIMES,
   parseCertificatesPem,
   privateKeyPem,
-} from "../../core/certificates.ts";
-import { createFsBucket, FsStore } from "../../core/fs_store.ts";
-import { silentLogger } from "../../core/log.ts";
-import { openStore } from "../../core/store_url.ts";
+} from "../../core/crypto/certificates.ts";
+import { createFsBucket, FsStore } from "../../core/store/fs_store.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { openStore } from "../../core/store/store_url.ts";
 import { moto } from "../support/moto.ts";
 import { mutualTls } from "../support/openssl_tls.ts";
 import { testWith } from "../support/requirements.ts";

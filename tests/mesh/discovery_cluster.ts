@@ -16,10 +16,10 @@ import { IndexNotifier } from "../../agent/mesh/index_notifier.ts";
 import { clusterAnnouncers } from "../../agent/mesh/index_poller.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
-import type { ClusterSnapshot } from "../../core/endpoint_snapshot.ts";
-import { silentLogger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import { parseResource } from "../../core/resources.ts";
+import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { parseResource } from "../../core/model/resources.ts";
 import { PodsApiServer, type SimPod } from "../support/pods_api_server.ts";
 
 /** The namespace of every Service and Pod here. */

@@ -9,10 +9,10 @@ import assert from "node:assert/strict";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";
 import { parseClusterCa } from "../../agent/mesh/node_tls.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
-import { UnavailableError } from "../../core/errors.ts";
-import { silentLogger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import { openStore } from "../../core/store_url.ts";
+import { UnavailableError } from "../../core/kit/errors.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { openStore } from "../../core/store/store_url.ts";
 import { moto } from "../support/moto.ts";
 
 /** `inner`, until `cut()`: then every request fails as an unreachable bucket does. */

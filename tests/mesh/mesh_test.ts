@@ -28,11 +28,11 @@ import {
   parseClusterCa,
 } from "../../agent/mesh/node_tls.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
-import type { ClusterSnapshot, NodeReport } from "../../core/endpoint_snapshot.ts";
-import { silentLogger } from "../../core/log.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
-import { openStore } from "../../core/store_url.ts";
-import { MESH_COORDINATOR, MESH_COORDINATOR_LEASE } from "../../core/bucket_layout.ts";
+import type { ClusterSnapshot, NodeReport } from "../../core/model/endpoint_snapshot.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { openStore } from "../../core/store/store_url.ts";
+import { MESH_COORDINATOR, MESH_COORDINATOR_LEASE } from "../../core/bucket/bucket_layout.ts";
 import { countingStore } from "../support/counting_store.ts";
 import { moto } from "../support/moto.ts";
 

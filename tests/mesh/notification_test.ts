@@ -24,11 +24,11 @@ import {
   MESH_COORDINATOR_LEASE,
   SERVICE_INDEX,
   WORKLOAD_CA_STATE,
-} from "../../core/bucket_layout.ts";
-import { LIMITS } from "../../core/limits.ts";
-import type { Service } from "../../core/resources.ts";
-import { silentLogger } from "../../core/log.ts";
-import { openStore } from "../../core/store_url.ts";
+} from "../../core/bucket/bucket_layout.ts";
+import { LIMITS } from "../../core/kit/limits.ts";
+import type { Service } from "../../core/model/resources.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { openStore } from "../../core/store/store_url.ts";
 import { countingStore } from "../support/counting_store.ts";
 import { moto } from "../support/moto.ts";
 

@@ -7,8 +7,8 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { createBucket, openStore } from "../../core/store_url.ts";
-import { parseNodeRecord } from "../../core/node_record.ts";
+import { createBucket, openStore } from "../../core/store/store_url.ts";
+import { parseNodeRecord } from "../../core/bucket/node_record.ts";
 import {
   agent,
   meshAgentArgs,

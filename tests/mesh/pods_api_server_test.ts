@@ -12,7 +12,7 @@ import * as grpc from "@grpc/grpc-js";
 import { decodePod, type PodInfo } from "../../agent/discovery/pod_proto.ts";
 import { PodsApiClient, PodsWatch } from "../../agent/discovery/pods_api.ts";
 import { fields, lengthDelimited } from "../../agent/discovery/protobuf_wire.ts";
-import { UnavailableError } from "../../core/errors.ts";
+import { UnavailableError } from "../../core/kit/errors.ts";
 import { PodsApiServer, type SimPod } from "../support/pods_api_server.ts";
 import { testWith } from "../support/requirements.ts";
 

@@ -1,5 +1,5 @@
 /**
- * The node services' Go runtime settings (core/node_runtime_settings.ts): every systemd unit of
+ * The node services' Go runtime settings (core/model/node_runtime_settings.ts): every systemd unit of
  * vmconfig that starts one sets them, and the pinned programs start with them (a malformed Go
  * setting stops a service at start: the programs run here with them).
  */
@@ -10,7 +10,7 @@ import {
   NODE_GO_UNITS,
   nodeGoEnv,
   type NodeGoService,
-} from "../../core/node_runtime_settings.ts";
+} from "../../core/model/node_runtime_settings.ts";
 import { VMCONFIG_ASSETS } from "../../vmconfig/assets.ts";
 import { nodePeerProgram } from "../support/node_peers.ts";
 import { testWith } from "../support/requirements.ts";

@@ -27,7 +27,7 @@ import {
 } from "../support/pods_api_recorder.ts";
 import type { AgentStatus } from "../../agent/deployments/status.ts";
 import { readJsonStatus } from "../../agent/status_file.ts";
-import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
+import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
 import { mirrorPauseImage, pushStaticProgram } from "../support/node_images.ts";
 import { freePort, moto, motoEnv, putParameter, putSecret } from "../support/moto.ts";
 import { podmin, waitFor } from "../support/programs.ts";

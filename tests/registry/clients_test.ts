@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { createBucket } from "../../core/store_url.ts";
+import { createBucket } from "../../core/store/store_url.ts";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
 import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";

@@ -8,8 +8,8 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
-import { imageBlobKey, imageManifestKey, imageTagKey } from "../../core/bucket_layout.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import { imageBlobKey, imageManifestKey, imageTagKey } from "../../core/bucket/bucket_layout.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { httpFaultProxy } from "../support/fault_proxy.ts";
 import { moto } from "../support/moto.ts";
 import { writeOciLayout } from "../support/oci_image.ts";

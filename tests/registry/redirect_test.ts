@@ -10,8 +10,8 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as path from "node:path";
-import { imageBlobKey } from "../../core/bucket_layout.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import { imageBlobKey } from "../../core/bucket/bucket_layout.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { REGISTRY_HOSTNAME } from "../../registry/defaults.ts";
 import { CONTAINERD, CRICTL, startCriContainerd } from "../support/cri_containerd.ts";
 import { moto } from "../support/moto.ts";

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import * as path from "node:path";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
-import { silentLogger } from "../../core/log.ts";
+import { silentLogger } from "../../core/kit/log.ts";
 import { deleteParameter, moto, putParameter, putSecret } from "../support/moto.ts";
 
 function deployment(name: string, secrets: { key: string; from: "ssm" | "secretsmanager" }[]) {

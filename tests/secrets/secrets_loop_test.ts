@@ -10,9 +10,9 @@ import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
 import { SecretsSync, VERIFY_MS } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources, deleteResource } from "../../cli/desired_state.ts";
-import { silentLogger } from "../../core/log.ts";
-import { type Deployment, parseResource } from "../../core/resources.ts";
-import { openStore } from "../../core/store_url.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { type Deployment, parseResource } from "../../core/model/resources.ts";
+import { openStore } from "../../core/store/store_url.ts";
 import { deleteParameter, moto, putParameter, putSecret } from "../support/moto.ts";
 
 const web = parseResource({

@@ -19,7 +19,7 @@ import assert from "node:assert/strict";
 import * as path from "node:path";
 import { localDown, localUp, nodePaths } from "../../cli/local/local_node.ts";
 import { resolveBinaries } from "../../cli/local/node_binaries.ts";
-import { REGISTRY_HOSTNAME } from "../../core/image_ref.ts";
+import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
 import { faultProxy } from "../support/fault_proxy.ts";
 import { nsRun, sh, Topology } from "../support/dataplane_topology.ts";
 import { mirrorPauseImage, pushStaticProgram } from "../support/node_images.ts";

@@ -9,12 +9,12 @@
  */
 
 import assert from "node:assert/strict";
-import { UnavailableError } from "../../core/errors.ts";
-import { silentLogger } from "../../core/log.ts";
-import { S3Store } from "../../core/s3_store.ts";
-import { credentialChain, NoCredentialsError } from "../../core/aws_credentials.ts";
+import { UnavailableError } from "../../core/kit/errors.ts";
+import { silentLogger } from "../../core/kit/log.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
+import { credentialChain, NoCredentialsError } from "../../core/aws/aws_credentials.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
-import { parseUpstreamRef } from "../../core/image_ref.ts";
+import { parseUpstreamRef } from "../../core/model/image_ref.ts";
 import { ImageReader } from "../../registry/image_reader.ts";
 import { UpstreamSource } from "../../registry/upstream.ts";
 import { createRegistryHandler } from "../../registry/server.ts";

@@ -10,14 +10,19 @@ import {
   NotFoundError,
   PreconditionFailedError,
   UnavailableError,
-} from "../../core/errors.ts";
-import { FsStore } from "../../core/fs_store.ts";
-import { LIMITS, TooLargeError } from "../../core/limits.ts";
-import { DEPLOYMENT_INDEX, deploymentSpecKey } from "../../core/bucket_layout.ts";
-import { pollDeploymentIndex } from "../../core/deployment_index.ts";
-import { readSpec } from "../../core/spec_objects.ts";
-import { getIfExists, type ObjectStore, putIfAbsent, putIfMatch } from "../../core/object_store.ts";
-import { S3Store } from "../../core/s3_store.ts";
+} from "../../core/kit/errors.ts";
+import { FsStore } from "../../core/store/fs_store.ts";
+import { LIMITS, TooLargeError } from "../../core/kit/limits.ts";
+import { DEPLOYMENT_INDEX, deploymentSpecKey } from "../../core/bucket/bucket_layout.ts";
+import { pollDeploymentIndex } from "../../core/bucket/deployment_index.ts";
+import { readSpec } from "../../core/bucket/spec_objects.ts";
+import {
+  getIfExists,
+  type ObjectStore,
+  putIfAbsent,
+  putIfMatch,
+} from "../../core/store/object_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { moto } from "../support/moto.ts";
 import { httpFaultProxy } from "../support/fault_proxy.ts";
 

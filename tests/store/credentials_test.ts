@@ -1,5 +1,5 @@
 /**
- * Where the agent's own AWS client finds credentials (core/aws_credentials.ts), each source
+ * Where the agent's own AWS client finds credentials (core/aws/aws_credentials.ts), each source
  * checked by a signed S3 request that a moto with IAM enforced answers (it recomputes every
  * signature and checks the session token: a wrong one is refused), with the keys of an IAM user
  * or of an assumed role created in that moto: the environment, a shared credentials file's
@@ -12,10 +12,14 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { credentialChain, imdsEndpoint, NoCredentialsError } from "../../core/aws_credentials.ts";
-import { registerSdkCredentials, sdkCredentialProvider } from "../../core/aws_sdk_fallback.ts";
-import { PermanentStoreError } from "../../core/errors.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import {
+  credentialChain,
+  imdsEndpoint,
+  NoCredentialsError,
+} from "../../core/aws/aws_credentials.ts";
+import { registerSdkCredentials, sdkCredentialProvider } from "../../core/aws/aws_sdk_fallback.ts";
+import { PermanentStoreError } from "../../core/kit/errors.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { type DedicatedMoto, dedicatedMoto } from "../support/moto.ts";
 import {
   assumedRole,

@@ -1,8 +1,8 @@
 /** Killing a writer in the middle of a filesystem-store write never leaves a torn object. */
 
 import assert from "node:assert/strict";
-import { PermanentStoreError } from "../../core/errors.ts";
-import { FsStore } from "../../core/fs_store.ts";
+import { PermanentStoreError } from "../../core/kit/errors.ts";
+import { FsStore } from "../../core/store/fs_store.ts";
 
 const SIZE = 16 * 1024 * 1024;
 

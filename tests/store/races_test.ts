@@ -5,14 +5,14 @@
  */
 
 import assert from "node:assert/strict";
-import { SERVICE_INDEX } from "../../core/bucket_layout.ts";
-import { type CasObject, casUpdate } from "../../core/cas_update.ts";
-import { PodminError, PreconditionFailedError } from "../../core/errors.ts";
-import type { ObjectStore, PutOptions } from "../../core/object_store.ts";
-import { parseResource, type Service } from "../../core/resources.ts";
-import { S3Store } from "../../core/s3_store.ts";
-import { readServiceIndex } from "../../core/service_index.ts";
-import { encodeSpec, specKey, writeSpec } from "../../core/spec_objects.ts";
+import { SERVICE_INDEX } from "../../core/bucket/bucket_layout.ts";
+import { type CasObject, casUpdate } from "../../core/store/cas_update.ts";
+import { PodminError, PreconditionFailedError } from "../../core/kit/errors.ts";
+import type { ObjectStore, PutOptions } from "../../core/store/object_store.ts";
+import { parseResource, type Service } from "../../core/model/resources.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
+import { readServiceIndex } from "../../core/bucket/service_index.ts";
+import { encodeSpec, specKey, writeSpec } from "../../core/bucket/spec_objects.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { moto } from "../support/moto.ts";
 

@@ -1,5 +1,5 @@
 /**
- * How `S3Store` maps S3's failures (core/s3_store.ts `classify`): each error is produced by a
+ * How `S3Store` maps S3's failures (core/store/s3_store.ts `classify`): each error is produced by a
  * loopback HTTP proxy in front of moto that answers chosen requests with S3's XML error, so the
  * store parses a real error response; everything else reaches moto. Transient errors are
  * retried (the proxy counts the attempts) and end as `UnavailableError`; conditional conflicts
@@ -8,15 +8,15 @@
  */
 
 import assert from "node:assert/strict";
-import { type CasObject, casUpdate } from "../../core/cas_update.ts";
+import { type CasObject, casUpdate } from "../../core/store/cas_update.ts";
 import {
   PermanentStoreError,
   PreconditionFailedError,
   UnavailableError,
-} from "../../core/errors.ts";
-import { S3Store } from "../../core/s3_store.ts";
-import { encodeSpec, specKey, writeSpec } from "../../core/spec_objects.ts";
-import { parseResource, type Service } from "../../core/resources.ts";
+} from "../../core/kit/errors.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
+import { encodeSpec, specKey, writeSpec } from "../../core/bucket/spec_objects.ts";
+import { parseResource, type Service } from "../../core/model/resources.ts";
 import { type HttpFaultProxy, httpFaultProxy } from "../support/fault_proxy.ts";
 import { moto } from "../support/moto.ts";
 import { podmin } from "../support/programs.ts";

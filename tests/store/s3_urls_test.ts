@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import { S3Store } from "../../core/s3_store.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 
 /** Host and path of the SDK's request for `key`. */
 async function sdkUrl(bucket: string, key: string, region: string): Promise<string> {

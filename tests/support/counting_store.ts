@@ -1,6 +1,6 @@
 /** An ObjectStore decorator that counts requests per operation and key (tests and benches). */
 
-import type { ObjectStore } from "../../core/object_store.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
 
 /** The store and its counters. */
 export interface CountingStore {

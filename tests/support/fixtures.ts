@@ -1,6 +1,6 @@
 /** Small operator resources for tests: one-container Deployments of NodeGroup workers. */
 
-import { type Deployment, parseResource, type SecretRef } from "../../core/resources.ts";
+import { type Deployment, parseResource, type SecretRef } from "../../core/model/resources.ts";
 
 /** A validated Deployment `name` (image `r/apps/<name>:1`) with optional labels and values. */
 export function workerDeployment(

@@ -25,7 +25,7 @@
 
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
-import { concatBytes } from "../../core/bytes.ts";
+import { concatBytes } from "../../core/kit/bytes.ts";
 
 /** A Pod as the simulated kubelet reports it. */
 export interface SimPod {

@@ -10,7 +10,7 @@
  * compared with it so that a refreshed schema cannot be forgotten.
  */
 
-import { ValidationError } from "../../core/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 import { type ProviderSchema, readProviderSchema } from "../../cli/infra/provider_schema.ts";
 
 /** The provider the schema describes, as `tofu providers schema -json` names it. */

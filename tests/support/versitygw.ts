@@ -18,8 +18,8 @@
 
 import * as path from "node:path";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
-import { PreconditionFailedError } from "../../core/errors.ts";
-import { S3Store } from "../../core/s3_store.ts";
+import { PreconditionFailedError } from "../../core/kit/errors.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
 import { freePort } from "./moto.ts";
 import { waitFor } from "./programs.ts";
 

@@ -9,16 +9,16 @@ import {
   createCaCertificate,
   fingerprint,
   type KeyPair,
-} from "../../core/certificates.ts";
-import type { ObjectStore } from "../../core/object_store.ts";
+} from "../../core/crypto/certificates.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
 import {
   type CaEntry,
   type CaRole,
   emptyWorkloadCaState,
   serializeWorkloadCaState,
   type WorkloadCaState,
-} from "../../core/workload_ca_state.ts";
-import { WORKLOAD_CA_STATE } from "../../core/bucket_layout.ts";
+} from "../../core/bucket/workload_ca_state.ts";
+import { WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
 
 const DAY = 24 * 3600_000;
 

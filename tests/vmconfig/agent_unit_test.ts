@@ -1,7 +1,7 @@
 /** The podmin-agent systemd unit's command line is one the agent accepts. */
 
 import assert from "node:assert/strict";
-import { createBucket } from "../../core/store_url.ts";
+import { createBucket } from "../../core/store/store_url.ts";
 import { VMCONFIG_ASSETS } from "../../vmconfig/assets.ts";
 import { agent, nodeStateDirArgs } from "../support/programs.ts";
 import { systemdArgs } from "../support/systemd_args.ts";

@@ -37,7 +37,7 @@ import {
   renderUserData,
   SOURCES_DETECT,
 } from "../../vmconfig/render_user_data.ts";
-import { dependencyBlobKey } from "../../core/bucket_layout.ts";
+import { dependencyBlobKey } from "../../core/bucket/bucket_layout.ts";
 import { nodePeerProgram } from "../support/node_peers.ts";
 
 const TOOLS = ["curl", "containerd", "bats", "ip", "nft", "dpkg-deb", "useradd"];

@@ -1,0 +1,181 @@
+/**
+ * The bucket layout: every object key Podmin reads or writes is built here and
+ * nowhere else. Each builder validates its inputs, so a key can never escape
+ * its prefix (no `..`, no empty segments, no absolute paths).
+ *
+ * See docs/spec.md, "Bucket layout", for who writes each prefix.
+ */
+
+import { ValidationError } from "../kit/errors.ts";
+import {
+  checkClusterId,
+  checkMirrorHost,
+  checkNamespace,
+  checkNodeGroup,
+  checkNodeId,
+  checkObjectName,
+  checkRepository,
+  checkSha256Hex,
+  checkTag,
+} from "../model/names.ts";
+
+/** Top-level prefixes and who may write them. */
+export const PREFIXES = {
+  dependencies: "dependencies/",
+  apps: "apps/",
+  mirror: "mirror/",
+  deployments: "deployments/",
+  services: "services/",
+  nodegroups: "nodegroups/",
+  dns: "dns/",
+  identity: "identity/",
+  infra: "infra/",
+} as const;
+
+/** Prefixes an agent's IAM role may read. */
+export const AGENT_READ_PREFIXES = [
+  PREFIXES.dependencies,
+  PREFIXES.apps,
+  PREFIXES.mirror,
+  PREFIXES.deployments,
+  PREFIXES.nodegroups,
+  PREFIXES.services,
+  PREFIXES.dns,
+  PREFIXES.identity,
+] as const;
+
+/**
+ * Prefixes an agent's IAM role may write and delete under. Under `identity/` it writes only the
+ * exact objects of `IDENTITY_WRITES` (and the exact CA publication object outside the bucket).
+ */
+export const AGENT_WRITE_PREFIXES = [PREFIXES.dns] as const;
+
+// --- dependencies/ -----------------------------------------------------------
+
+/** The published dependency manifest; written last, by conditional write. */
+export const DEPENDENCY_MANIFEST = "dependencies/manifest.json";
+
+/** A content-addressed dependency file. */
+export function dependencyBlobKey(sha256: string): string {
+  return `dependencies/blobs/sha256/${checkSha256Hex(sha256)}`;
+}
+
+// --- deployments/ and services/ ----------------------------------------------
+
+/** The cluster-wide deployment index the agents poll. */
+export const DEPLOYMENT_INDEX = "deployments/index.json";
+
+/** An immutable, content-addressed Deployment spec. */
+export function deploymentSpecKey(sha256: string): string {
+  return `deployments/specs/sha256/${checkSha256Hex(sha256)}.json`;
+}
+
+/** The cluster-wide Service index (selectors, ports, VIPs). */
+export const SERVICE_INDEX = "services/index.json";
+
+/** An immutable, content-addressed Service spec. */
+export function serviceSpecKey(sha256: string): string {
+  return `services/specs/sha256/${checkSha256Hex(sha256)}.json`;
+}
+
+// --- nodegroups/ --------------------------------------------------------------
+
+/** Per-NodeGroup settings the agent needs. */
+export function nodeGroupKey(nodeGroup: string): string {
+  return `nodegroups/${checkNodeGroup(nodeGroup)}.json`;
+}
+
+// --- dns/ and identity/ (agent-written) ----------------------------------------
+
+/** A node's record (addresses, gRPC endpoint) written by its agent. */
+export function dnsNodeKey(nodeGroup: string, nodeId: string): string {
+  return `dns/nodes/${checkNodeGroup(nodeGroup)}/${checkNodeId(nodeId)}.json`;
+}
+
+/** Prefix of all node records. */
+export const DNS_NODES_PREFIX = "dns/nodes/";
+
+/** The endpoint mesh's coordinator lease (spec §7.9). */
+export const MESH_COORDINATOR_LEASE = "dns/coordinator-lease.json";
+
+/** Where the mesh coordinator listens (written by the lease holder). */
+export const MESH_COORDINATOR = "dns/coordinator.json";
+
+/** Public workload CA state (trust bundle and rotation state) maintained by the elected agent. */
+export const WORKLOAD_CA_STATE = "identity/workload-ca.json";
+
+/** The lease that elects the agent maintaining `WORKLOAD_CA_STATE` (`core/bucket/bucket_lease.ts`). */
+export const WORKLOAD_CA_LEASE = "identity/ca-leader.json";
+
+/** The exact objects under `identity/` agents write (the node role's only writes there). */
+export const IDENTITY_WRITES = [WORKLOAD_CA_STATE, WORKLOAD_CA_LEASE] as const;
+
+// --- infra/ (CLI only) --------------------------------------------------------
+
+/** The generated OpenTofu/Terraform configuration, saved before apply. */
+export const INFRA_CONFIG = "infra/config/main.tf.json";
+
+/** The OpenTofu/Terraform state object (S3 backend key). */
+export const INFRA_STATE = "infra/terraform.tfstate";
+
+// --- apps/ and mirror/ (the image store) ---------------------------------------
+
+/** A repository of the image store: `apps/<name>` or `mirror/<host>/<name>`. */
+export interface ImageRepository {
+  /** The image store root: "apps" or "mirror". */
+  root: "apps" | "mirror";
+  /** For mirror/: the original registry host, a port written as `_PORT` (`mirrorHostComponent`). */
+  registry?: string;
+  /** The repository path inside the root (and registry). */
+  name: string;
+}
+
+/** Parses a repository path as seen by the registry (`apps/x/y`, `mirror/host/x`). */
+export function parseImageRepository(path: string): ImageRepository {
+  const [root, ...rest] = path.split("/");
+  if (root === "apps" && rest.length >= 1) {
+    return { root, name: checkRepository(rest.join("/")) };
+  }
+  if (root === "mirror" && rest.length >= 2) {
+    return {
+      root,
+      registry: checkMirrorHost(rest[0]),
+      name: checkRepository(rest.slice(1).join("/")),
+    };
+  }
+  throw new ValidationError(
+    `invalid image repository ${JSON.stringify(path)}: expected apps/NAME or mirror/REGISTRY/NAME`,
+  );
+}
+
+function repositoryPrefix(repo: ImageRepository): string {
+  if (repo.root === "apps") return `apps/${checkRepository(repo.name)}`;
+  return `mirror/${checkMirrorHost(repo.registry)}/${checkRepository(repo.name)}`;
+}
+
+/** A content-addressed blob (layer or config), shared by all repositories of one root. */
+export function imageBlobKey(root: "apps" | "mirror", sha256: string): string {
+  return `${root}/_blobs/sha256/${checkSha256Hex(sha256)}`;
+}
+
+/** A manifest or index of one repository, by digest (immutable). */
+export function imageManifestKey(repo: ImageRepository, sha256: string): string {
+  return `${repositoryPrefix(repo)}/_manifests/sha256/${checkSha256Hex(sha256)}`;
+}
+
+/** A tag: holds the tagged manifest's bytes (content type = media type), so one GET resolves it. */
+export function imageTagKey(repo: ImageRepository, tag: string): string {
+  return `${repositoryPrefix(repo)}/_tags/${checkTag(tag)}`;
+}
+
+// --- helpers ------------------------------------------------------------------
+
+/** Validates the pieces that name a Deployment or Service inside the indexes. */
+export function objectRef(namespace: string, name: string): string {
+  return `${checkNamespace(namespace)}/${checkObjectName("object", name)}`;
+}
+
+/** Validates a cluster id (used in parameter names and tags, not in keys). */
+export function clusterId(value: string): string {
+  return checkClusterId(value);
+}
