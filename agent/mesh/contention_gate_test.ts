@@ -47,3 +47,17 @@ Deno.test("contention gate: a member that reconnects and loses its stream again 
   now = 50_001;
   assert.equal(gate.contend(false, 300), true, "slot 0 after the second loss");
 });
+
+Deno.test("contention gate: a loss between two steps is timed from the member's loss, with a new slot", () => {
+  let now = 0;
+  const draws = [0, 0.99];
+  const gate = new ContentionGate({ slotMs: 1_000, now: () => now, random: () => draws.shift()! });
+  // Lost its first stream at 0: slot 0, contends at once.
+  assert.equal(gate.contend(false, 300, 0), true);
+  // It reconnected and lost the stream again at 40 s, all between two steps: the gate never saw
+  // it connected. The new loss draws a new slot (99 of 100) timed from 40 s, not from 0.
+  now = 40_500;
+  assert.equal(gate.contend(false, 300, 40_000), false, "slot 99 counted from the new loss");
+  now = 40_000 + 99_000;
+  assert.equal(gate.contend(false, 300, 40_000), true);
+});

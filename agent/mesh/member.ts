@@ -58,6 +58,8 @@ export class MeshMember {
   #timer?: ReturnType<typeof setTimeout>;
   #heartbeat?: ReturnType<typeof setInterval>;
   #connectedTo?: string;
+  /** When the last stream that delivered snapshots ended (performance.now()); cleared on connect. */
+  #lostAt?: number;
   #lastError?: string;
   #record?: CoordinatorRecord;
   /** A reconnect attempt waits for its backoff timer. */
@@ -83,6 +85,14 @@ export class MeshMember {
   /** True while its stream to the coordinator is up and has delivered a snapshot. */
   connected(): boolean {
     return this.#stream !== undefined && this.#connectedTo !== undefined;
+  }
+
+  /**
+   * When its last snapshot-delivering stream ended (`performance.now()` time), undefined while
+   * connected or before its first connection: the lease contention gate's loss time.
+   */
+  lostAt(): number | undefined {
+    return this.#lostAt;
   }
 
   /** Where it is connected, and the last connection error. */
@@ -187,6 +197,7 @@ export class MeshMember {
         // before a lease could have run out (the quiet time, jittered by up to a third).
         if (this.#connectedTo !== undefined) {
           const quiet = this.#o.recordQuietMs ?? 0;
+          this.#lostAt = performance.now();
           this.#nextReadAt = -Infinity;
           this.#quietUntil = performance.now() + quiet * (1 + Math.random() / 3);
         }
@@ -206,6 +217,7 @@ export class MeshMember {
       }
       this.#failures = 0;
       this.#connectedTo = record!.nodeId;
+      this.#lostAt = undefined;
       this.#lastError = undefined;
       if (!this.#snapshot || compareSnapshots(s, this.#snapshot) > 0) {
         this.#snapshot = s;

@@ -123,7 +123,11 @@ export class MeshNode {
    */
   contends(): boolean {
     if (this.#coordinator) return true;
-    return this.#gate.contend(this.member.connected(), this.member.snapshot?.nodes);
+    return this.#gate.contend(
+      this.member.connected(),
+      this.member.snapshot?.nodes,
+      this.member.lostAt(),
+    );
   }
 
   /** The bound port. */
