@@ -106,7 +106,7 @@ export interface RegistryHandlerOptions {
 export function createRegistryHandler(
   options: RegistryHandlerOptions,
 ): (req: Request) => Promise<Response> {
-  const { reader, log, redirect } = options;
+  const { log } = options;
   return async (req) => {
     const url = new URL(req.url);
     const method = req.method;
@@ -152,8 +152,8 @@ export function createRegistryHandler(
         );
       }
       return isManifest
-        ? await manifest(repo, ref, method)
-        : await blob(repo, ref, method, req.headers.get("range"));
+        ? await serveManifest(options, { repo, ref, method })
+        : await serveBlob(options, { repo, ref, method, range: req.headers.get("range") });
     } catch (err) {
       if (err instanceof UnavailableError) {
         log.warn("bucket unavailable", { path, error: err.message });
@@ -167,108 +167,122 @@ export function createRegistryHandler(
       return ociError(500, "UNKNOWN", message, API_HEADERS);
     }
   };
+}
 
-  async function manifest(repo: ImageRepository, ref: string, method: string): Promise<Response> {
-    if (!isDigest(ref)) {
-      if (ref.startsWith("sha256:") || ref.includes(":")) {
-        return ociError(400, "DIGEST_INVALID", `invalid digest ${ref}`, API_HEADERS);
-      }
-      try {
-        checkTag(ref);
-      } catch {
-        return ociError(404, "MANIFEST_UNKNOWN", `invalid tag ${ref}`, API_HEADERS);
-      }
-    }
-    let content;
-    try {
-      content = await reader.manifest(repo, ref);
-    } catch (err) {
-      if (err instanceof NotFoundError) {
-        return ociError(404, "MANIFEST_UNKNOWN", `manifest ${ref} not found`, API_HEADERS);
-      }
-      if (err instanceof ValidationError) {
-        log.error("corrupt manifest in the bucket", { ref, error: err.message });
-        return ociError(500, "MANIFEST_INVALID", "stored manifest failed validation", API_HEADERS);
-      }
-      throw err;
-    }
-    return new Response(method === "HEAD" ? null : content.bytes as Uint8Array<ArrayBuffer>, {
-      headers: {
-        ...API_HEADERS,
-        "Content-Type": content.mediaType,
-        "Content-Length": String(content.bytes.byteLength),
-        "Docker-Content-Digest": content.digest,
-        "ETag": `"${content.digest}"`,
-      },
-    });
-  }
+/** A blob or manifest request: the repository, the reference after `/blobs/` or `/manifests/`. */
+interface ObjectRequest {
+  repo: ImageRepository;
+  ref: string;
+  method: string;
+  /** The Range header of a blob GET. */
+  range?: string | null;
+}
 
-  async function blob(
-    repo: ImageRepository,
-    ref: string,
-    method: string,
-    range: string | null,
-  ): Promise<Response> {
-    if (!isDigest(ref)) {
+/** Serves `GET`/`HEAD /v2/<name>/manifests/<ref>`. */
+async function serveManifest(
+  options: RegistryHandlerOptions,
+  { repo, ref, method }: ObjectRequest,
+): Promise<Response> {
+  const { reader, log } = options;
+  if (!isDigest(ref)) {
+    if (ref.startsWith("sha256:") || ref.includes(":")) {
       return ociError(400, "DIGEST_INVALID", `invalid digest ${ref}`, API_HEADERS);
     }
-    const headers: Record<string, string> = {
-      ...API_HEADERS,
-      "Content-Type": "application/octet-stream",
-      "Docker-Content-Digest": ref,
-      "Accept-Ranges": "bytes",
-      "ETag": `"${ref}"`,
-    };
     try {
-      if (method === "GET" && redirect) {
-        // HEADs the blob first: a missing one is BLOB_UNKNOWN here, never a redirect to a 404.
-        const to = await reader.blobRedirect(repo.root, ref, redirect);
-        if (to) {
-          // The URL is a bearer token for the blob until it expires: the key is logged, never it.
-          log.debug("blob redirected", { key: to.key, bytes: to.size });
-          return new Response(null, {
-            status: 307,
-            headers: {
-              ...API_HEADERS,
-              "Docker-Content-Digest": ref,
-              "Location": to.url.href,
-              "Cache-Control": "no-store",
-            },
-          });
-        }
-      }
-      if (method === "HEAD" || range) {
-        const size = await reader.blobSize(repo.root, ref);
-        if (method === "HEAD") {
-          return new Response(null, { headers: { ...headers, "Content-Length": String(size) } });
-        }
-        const r = parseRange(range!, size);
-        if (r === null) {
-          return ociError(416, "BLOB_UNKNOWN", "range not satisfiable", {
-            ...headers,
-            "Content-Range": `bytes */${size}`,
-          });
-        }
-        if (r !== undefined) {
-          const { body } = await reader.blob(repo.root, ref, r);
-          return new Response(body, {
-            status: 206,
-            headers: {
-              ...headers,
-              "Content-Length": String(r.end! - r.start + 1),
-              "Content-Range": `bytes ${r.start}-${r.end}/${size}`,
-            },
-          });
-        }
-      }
-      const { body, size } = await reader.blob(repo.root, ref);
-      return new Response(body, { headers: { ...headers, "Content-Length": String(size) } });
-    } catch (err) {
-      if (err instanceof NotFoundError) {
-        return ociError(404, "BLOB_UNKNOWN", `blob ${ref} not found`, API_HEADERS);
-      }
-      throw err;
+      checkTag(ref);
+    } catch {
+      return ociError(404, "MANIFEST_UNKNOWN", `invalid tag ${ref}`, API_HEADERS);
     }
+  }
+  let content;
+  try {
+    content = await reader.manifest(repo, ref);
+  } catch (err) {
+    if (err instanceof NotFoundError) {
+      return ociError(404, "MANIFEST_UNKNOWN", `manifest ${ref} not found`, API_HEADERS);
+    }
+    if (err instanceof ValidationError) {
+      log.error("corrupt manifest in the bucket", { ref, error: err.message });
+      return ociError(500, "MANIFEST_INVALID", "stored manifest failed validation", API_HEADERS);
+    }
+    throw err;
+  }
+  return new Response(method === "HEAD" ? null : content.bytes as Uint8Array<ArrayBuffer>, {
+    headers: {
+      ...API_HEADERS,
+      "Content-Type": content.mediaType,
+      "Content-Length": String(content.bytes.byteLength),
+      "Docker-Content-Digest": content.digest,
+      "ETag": `"${content.digest}"`,
+    },
+  });
+}
+
+/** Serves `GET`/`HEAD /v2/<name>/blobs/<digest>`: redirected, ranged or whole. */
+async function serveBlob(
+  options: RegistryHandlerOptions,
+  { repo, ref, method, range }: ObjectRequest,
+): Promise<Response> {
+  const { reader, log, redirect } = options;
+  if (!isDigest(ref)) {
+    return ociError(400, "DIGEST_INVALID", `invalid digest ${ref}`, API_HEADERS);
+  }
+  const headers: Record<string, string> = {
+    ...API_HEADERS,
+    "Content-Type": "application/octet-stream",
+    "Docker-Content-Digest": ref,
+    "Accept-Ranges": "bytes",
+    "ETag": `"${ref}"`,
+  };
+  try {
+    if (method === "GET" && redirect) {
+      // HEADs the blob first: a missing one is BLOB_UNKNOWN here, never a redirect to a 404.
+      const to = await reader.blobRedirect(repo.root, ref, redirect);
+      if (to) {
+        // The URL is a bearer token for the blob until it expires: the key is logged, never it.
+        log.debug("blob redirected", { key: to.key, bytes: to.size });
+        return new Response(null, {
+          status: 307,
+          headers: {
+            ...API_HEADERS,
+            "Docker-Content-Digest": ref,
+            "Location": to.url.href,
+            "Cache-Control": "no-store",
+          },
+        });
+      }
+    }
+    if (method === "HEAD" || range) {
+      const size = await reader.blobSize(repo.root, ref);
+      if (method === "HEAD") {
+        return new Response(null, { headers: { ...headers, "Content-Length": String(size) } });
+      }
+      const r = parseRange(range!, size);
+      if (r === null) {
+        return ociError(416, "BLOB_UNKNOWN", "range not satisfiable", {
+          ...headers,
+          "Content-Range": `bytes */${size}`,
+        });
+      }
+      if (r !== undefined) {
+        const { body } = await reader.blob(repo.root, ref, r);
+        return new Response(body, {
+          status: 206,
+          headers: {
+            ...headers,
+            "Content-Length": String(r.end! - r.start + 1),
+            "Content-Range": `bytes ${r.start}-${r.end}/${size}`,
+          },
+        });
+      }
+    }
+    const { body, size } = await reader.blob(repo.root, ref);
+    return new Response(body, { headers: { ...headers, "Content-Length": String(size) } });
+  } catch (err) {
+    if (err instanceof NotFoundError) {
+      return ociError(404, "BLOB_UNKNOWN", `blob ${ref} not found`, API_HEADERS);
+    }
+    throw err;
   }
 }
 
