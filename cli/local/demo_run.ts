@@ -327,7 +327,6 @@ class Demo {
     const bucketDir = path.join(c.stateDir, "bucket");
     this.#bucketWasThere = await Deno.stat(bucketDir).then(() => true, () => false);
     this.#work = await Deno.makeTempDir({ prefix: "podmin-demo-" });
-    const B = `--bucket ${this.#bucket}`;
     const flags = this.#nodeFlags().map((f) => ` ${f}`).join("");
     const interrupted = () => {
       c.out("");
@@ -341,197 +340,13 @@ class Demo {
     c.out(`Podmin demo: a real node on this host (state ${c.stateDir}, files ${this.#work}).`);
     c.out(`The CLI below is this repository's: 'deno task podmin' = 'deno run -A cli/main.ts'.`);
     try {
-      // 1. Programs.
-      const upArgs = ["local", "up", ...this.#nodeFlags()];
-      if (c.binDirs.length) {
-        for (const d of c.binDirs) upArgs.push("--bin-dir", d);
-      } else if (c.buildFromSource) {
-        const outRoot = path.join(defaultCacheDir(), "source-builds");
-        this.#say(
-          "Build the pinned kubelet, containerd, crictl and CoreDNS from the Go module proxy " +
-            `(cached by version in ${outRoot}: tens of minutes the first time, then nothing)`,
-          "sudo deno task demo --build-from-source",
-        );
-        const catalog = c.catalogFile
-          ? await resolveCatalog(await readCatalogFile(c.catalogFile))
-          : DEFAULT_CATALOG;
-        const dirs = await buildFromSource({ catalog, outRoot, log: (l) => c.out(`     ${l}`) });
-        for (const d of dirs) upArgs.push("--bin-dir", d);
-        c.out(`     built or cached: ${dirs.map((d) => path.basename(d)).join(", ")}`);
-      } else {
-        this.#say(
-          "Fetch the pinned node programs (containerd, runc, kubelet, crictl, CoreDNS, CNI plugins) " +
-            `into the digest-checked cache ${defaultCacheDir()}; 'local up' does this itself`,
-        );
-        const catalog = c.catalogFile
-          ? await resolveCatalog(await readCatalogFile(c.catalogFile), {
-            log: (l) => c.out(`     ${l}`),
-          })
-          : undefined;
-        await fetchPinnedBinaries({
-          dir: path.join(c.stateDir, "downloads"),
-          cacheDir: defaultCacheDir(),
-          log: (l) => c.out(`     ${l}`),
-          catalog,
-        });
-        c.out("     every program matches its pinned sha256");
-        if (c.catalogFile) upArgs.push("--dependency-catalog", c.catalogFile);
-      }
-      if (c.cniBinDir) upArgs.push("--cni-bin-dir", c.cniBinDir);
-      if (c.podPrefix) upArgs.push("--pod-prefix", c.podPrefix);
-      if (c.registryPort) upArgs.push("--registry-port", c.registryPort);
-
-      // 2. The node.
-      await portFree(10248, "kubelet's healthz port 10248 is in use: another kubelet runs here");
-      this.#say(
-        "Bring up the node: the bucket (a directory), podmin-agent with its loopback registry, " +
-          "containerd, CoreDNS and a standalone kubelet, in a private mount namespace",
-        `sudo deno task podmin ${upArgs.join(" ")}`,
-      );
-      this.#nodeUp = true;
-      await this.#podmin(upArgs);
-      const state = (await readState(c.stateDir))!;
-      const dns = state.dnsAddress!;
-      c.out(`   (below, $B is ${this.#bucket})`);
-
-      // 3. The image.
-      const v1 = await writeDemoImageLayout({
-        dir: path.join(this.#work, "demo-1.0"),
-        version: "1.0",
-      });
-      this.#say(
-        `Build the demo image here (one static program, /demo: an HTTP server and a client; ` +
-          `no registry account) as an OCI layout in ${v1}, and push it into the bucket`,
-        `sudo deno task podmin --bucket $B push oci:${v1}:1.0 apps/demo:1.0`,
-      );
-      await this.#podmin([...B.split(" "), "push", `oci:${v1}:1.0`, "apps/demo:1.0"]);
-
-      // 4. Apply.
-      const file = path.join(this.#work, "demo.yaml");
-      await Deno.writeTextFile(
-        file,
-        demoManifest({ version: "1.0", greeting: "hello from podmin" }),
-      );
-      this.#say(
-        "Apply a Deployment 'hello' (the server), a Service 'hello' (port 80 → 8080) and a " +
-          `Deployment 'client' (waits, to ask from inside a Pod); the file:`,
-        `sudo deno task podmin --bucket $B apply -f ${file}`,
-      );
-      this.#indent(await Deno.readTextFile(file));
-      await this.#podmin([...B.split(" "), "apply", "-f", file]);
-
-      // 5. Ready.
-      this.#say(
-        "Wait until both Pods are Ready (kubelet's Pods API, as the agent reads it)",
-        `sudo deno task podmin local status${this.#nodeFlags().map((f) => ` ${f}`).join("")}`,
-      );
-      const t0 = performance.now();
-      await this.#until("the Pods Ready", async () => {
-        const pods = await this.#pods();
-        return ["hello", "client"].every((n) =>
-            pods.some((p) => p.name.startsWith(`${n}-`) && p.ready)
-          )
-          ? true
-          : undefined;
-      });
-      c.out(`     Ready after ${seconds(performance.now() - t0)}`);
-      await this.#podmin(["local", "status", ...this.#nodeFlags()]);
-
-      // 6. The cluster's view.
-      this.#say("What the bucket says", `sudo deno task podmin --bucket $B get nodes`);
-      await this.#podmin([...B.split(" "), "get", "nodes"]);
-      c.out(`   $ sudo deno task podmin --bucket $B get deployments`);
-      await this.#podmin([...B.split(" "), "get", "deployments"]);
-      c.out(`   $ sudo deno task podmin --bucket $B get services`);
-      const services = await this.#until("the Service's endpoint in the bucket", async () => {
-        const r = await this.#podmin([...B.split(" "), "get", "services"], { show: false });
-        const row = r.text.split("\n").find((l) => /^default\s+hello\s/.test(l));
-        return row && row.split(/\s+/)[4] === "1" ? r.text : undefined;
-      });
-      this.#indent(services);
-      c.out(`   $ sudo deno task podmin --bucket $B describe service hello`);
-      await this.#podmin([...B.split(" "), "describe", "service", "hello"]);
-
-      // 7. From the host, by name.
-      this.#say(
-        `Ask the Service by name from the host: the node's CoreDNS (${dns}) answers the VIP; ` +
-          "the connection to the VIP is translated to the Pod by the dataplane's socket programs",
-        `curl "http://[$(dig +short @${dns} AAAA ${SERVICE_NAME})]/"`,
-      );
-      const vip = await this.#until("the Service name in CoreDNS", async () => {
-        const got = await Deno.resolveDns(SERVICE_NAME, "AAAA", {
-          nameServer: { ipAddr: dns, port: 53 },
-        });
-        return got[0];
-      });
-      c.out(`     dig +short @${dns} AAAA ${SERVICE_NAME} → ${vip}`);
-      const answer = await this.#until("an answer through the VIP", () => httpGet(vip));
-      const first = performance.now() - this.#start;
-      c.out(`     curl http://[${vip}]/ → ${answer.trim()}`);
-      c.out(`     (first answer ${seconds(first)} after the demo started)`);
-
-      // 8. From a Pod, by name.
-      const clientId = (await this.#until("the client container", async () => {
-        const r = await this.#podmin(
-          ["local", "exec", ...this.#nodeFlags(), "--", "crictl", "ps", "-q", "--name", "client"],
-          { show: false },
-        );
-        return r.text.trim().split("\n")[0] || undefined;
-      })).slice(0, 13);
-      this.#say(
-        "Ask it by name from the client Pod: /demo reads the Pod's resolv.conf (the node's " +
-          "CoreDNS, search default.svc.cluster.local) and connects to the VIP",
-        `sudo deno task podmin local exec${
-          this.#nodeFlags().map((f) => ` ${f}`).join("")
-        } -- crictl exec ${clientId} /demo get hello`,
-      );
-      await this.#askFromPod("an answer inside the client Pod", clientId);
-
-      // 9. Version 2.
-      const v2 = await writeDemoImageLayout({
-        dir: path.join(this.#work, "demo-2.0"),
-        version: "2.0",
-      });
-      this.#say(
-        "A second version: image demo:2.0 and another GREETING; push it and apply the changed file",
-        `sudo deno task podmin --bucket $B push oci:${v2}:2.0 apps/demo:2.0`,
-      );
-      await this.#podmin([...B.split(" "), "push", `oci:${v2}:2.0`, "apps/demo:2.0"]);
-      await Deno.writeTextFile(
-        file,
-        demoManifest({ version: "2.0", greeting: "hello again from podmin" }),
-      );
-      c.out(`   $ sudo deno task podmin --bucket $B diff -f ${file}`);
-      await this.#podmin([...B.split(" "), "diff", "-f", file], { allowFail: true });
-      c.out(`   $ sudo deno task podmin --bucket $B apply -f ${file}`);
-      const probe = new Prober(vip);
-      probe.start();
-      await this.#podmin([...B.split(" "), "apply", "-f", file]);
-      this.#say(
-        "The agent rewrites the static Pod; kubelet replaces it (no rolling update yet: the " +
-          "old Pod stops before the new one starts). Asking the Service every 0.25 s meanwhile",
-      );
-      const t2 = performance.now();
-      await this.#until(
-        "the new version answering",
-        () => Promise.resolve(probe.last?.includes("demo:2.0") ? true : undefined),
-      );
-      await probe.stop();
-      c.out(
-        `     answered by demo:2.0 after ${seconds(performance.now() - t2)}; of ${probe.total} ` +
-          `requests, ${probe.failed} got no answer (for ${
-            seconds(probe.gapMs)
-          }) while the Pod was replaced`,
-      );
-      c.out(`     curl http://[${vip}]/ → ${probe.last!.trim()}`);
-      c.out(`   $ sudo deno task podmin --bucket $B get deployments`);
-      await this.#podmin([...B.split(" "), "get", "deployments"]);
-      c.out(
-        `   $ sudo deno task podmin local exec${
-          this.#nodeFlags().map((f) => ` ${f}`).join("")
-        } -- crictl exec ${clientId} /demo get hello`,
-      );
-      await this.#askFromPod("an answer of demo:2.0 inside the client Pod", clientId, "demo:2.0");
+      const upArgs = await this.#programs();
+      const dns = await this.#node(upArgs);
+      const file = await this.#deploy();
+      await this.#ready();
+      const { vip, first } = await this.#askFromHost(dns);
+      const clientId = await this.#askFromClient();
+      await this.#secondVersion({ file, vip, clientId });
       c.out("");
       c.out(`Time to the first answered request: ${seconds(first)}.`);
       return 0;
@@ -539,6 +354,233 @@ class Demo {
       Deno.removeSignalListener("SIGINT", interrupted);
       await this.#finish();
     }
+  }
+
+  /** Step 1: the node programs (given, built from source or fetched); returns `local up`'s arguments. */
+  async #programs(): Promise<string[]> {
+    const c = this.#c;
+    // 1. Programs.
+    const upArgs = ["local", "up", ...this.#nodeFlags()];
+    if (c.binDirs.length) {
+      for (const d of c.binDirs) upArgs.push("--bin-dir", d);
+    } else if (c.buildFromSource) {
+      const outRoot = path.join(defaultCacheDir(), "source-builds");
+      this.#say(
+        "Build the pinned kubelet, containerd, crictl and CoreDNS from the Go module proxy " +
+          `(cached by version in ${outRoot}: tens of minutes the first time, then nothing)`,
+        "sudo deno task demo --build-from-source",
+      );
+      const catalog = c.catalogFile
+        ? await resolveCatalog(await readCatalogFile(c.catalogFile))
+        : DEFAULT_CATALOG;
+      const dirs = await buildFromSource({ catalog, outRoot, log: (l) => c.out(`     ${l}`) });
+      for (const d of dirs) upArgs.push("--bin-dir", d);
+      c.out(`     built or cached: ${dirs.map((d) => path.basename(d)).join(", ")}`);
+    } else {
+      this.#say(
+        "Fetch the pinned node programs (containerd, runc, kubelet, crictl, CoreDNS, CNI plugins) " +
+          `into the digest-checked cache ${defaultCacheDir()}; 'local up' does this itself`,
+      );
+      const catalog = c.catalogFile
+        ? await resolveCatalog(await readCatalogFile(c.catalogFile), {
+          log: (l) => c.out(`     ${l}`),
+        })
+        : undefined;
+      await fetchPinnedBinaries({
+        dir: path.join(c.stateDir, "downloads"),
+        cacheDir: defaultCacheDir(),
+        log: (l) => c.out(`     ${l}`),
+        catalog,
+      });
+      c.out("     every program matches its pinned sha256");
+      if (c.catalogFile) upArgs.push("--dependency-catalog", c.catalogFile);
+    }
+    if (c.cniBinDir) upArgs.push("--cni-bin-dir", c.cniBinDir);
+    if (c.podPrefix) upArgs.push("--pod-prefix", c.podPrefix);
+    if (c.registryPort) upArgs.push("--registry-port", c.registryPort);
+    return upArgs;
+  }
+
+  /** Step 2: brings the node up; returns its DNS address. */
+  async #node(upArgs: string[]): Promise<string> {
+    const c = this.#c;
+    // 2. The node.
+    await portFree(10248, "kubelet's healthz port 10248 is in use: another kubelet runs here");
+    this.#say(
+      "Bring up the node: the bucket (a directory), podmin-agent with its loopback registry, " +
+        "containerd, CoreDNS and a standalone kubelet, in a private mount namespace",
+      `sudo deno task podmin ${upArgs.join(" ")}`,
+    );
+    this.#nodeUp = true;
+    await this.#podmin(upArgs);
+    const state = (await readState(c.stateDir))!;
+    const dns = state.dnsAddress!;
+    c.out(`   (below, $B is ${this.#bucket})`);
+    return dns;
+  }
+
+  /** Steps 3–4: builds and pushes version 1.0, applies the demo file; returns the file. */
+  async #deploy(): Promise<string> {
+    const B = `--bucket ${this.#bucket}`;
+    // 3. The image.
+    const v1 = await writeDemoImageLayout({
+      dir: path.join(this.#work, "demo-1.0"),
+      version: "1.0",
+    });
+    this.#say(
+      `Build the demo image here (one static program, /demo: an HTTP server and a client; ` +
+        `no registry account) as an OCI layout in ${v1}, and push it into the bucket`,
+      `sudo deno task podmin --bucket $B push oci:${v1}:1.0 apps/demo:1.0`,
+    );
+    await this.#podmin([...B.split(" "), "push", `oci:${v1}:1.0`, "apps/demo:1.0"]);
+
+    // 4. Apply.
+    const file = path.join(this.#work, "demo.yaml");
+    await Deno.writeTextFile(
+      file,
+      demoManifest({ version: "1.0", greeting: "hello from podmin" }),
+    );
+    this.#say(
+      "Apply a Deployment 'hello' (the server), a Service 'hello' (port 80 → 8080) and a " +
+        `Deployment 'client' (waits, to ask from inside a Pod); the file:`,
+      `sudo deno task podmin --bucket $B apply -f ${file}`,
+    );
+    this.#indent(await Deno.readTextFile(file));
+    await this.#podmin([...B.split(" "), "apply", "-f", file]);
+    return file;
+  }
+
+  /** Steps 5–6: waits for the Pods, then shows the bucket's view of the cluster. */
+  async #ready(): Promise<void> {
+    const c = this.#c;
+    const B = `--bucket ${this.#bucket}`;
+    // 5. Ready.
+    this.#say(
+      "Wait until both Pods are Ready (kubelet's Pods API, as the agent reads it)",
+      `sudo deno task podmin local status${this.#nodeFlags().map((f) => ` ${f}`).join("")}`,
+    );
+    const t0 = performance.now();
+    await this.#until("the Pods Ready", async () => {
+      const pods = await this.#pods();
+      return ["hello", "client"].every((n) =>
+          pods.some((p) => p.name.startsWith(`${n}-`) && p.ready)
+        )
+        ? true
+        : undefined;
+    });
+    c.out(`     Ready after ${seconds(performance.now() - t0)}`);
+    await this.#podmin(["local", "status", ...this.#nodeFlags()]);
+
+    // 6. The cluster's view.
+    this.#say("What the bucket says", `sudo deno task podmin --bucket $B get nodes`);
+    await this.#podmin([...B.split(" "), "get", "nodes"]);
+    c.out(`   $ sudo deno task podmin --bucket $B get deployments`);
+    await this.#podmin([...B.split(" "), "get", "deployments"]);
+    c.out(`   $ sudo deno task podmin --bucket $B get services`);
+    const services = await this.#until("the Service's endpoint in the bucket", async () => {
+      const r = await this.#podmin([...B.split(" "), "get", "services"], { show: false });
+      const row = r.text.split("\n").find((l) => /^default\s+hello\s/.test(l));
+      return row && row.split(/\s+/)[4] === "1" ? r.text : undefined;
+    });
+    this.#indent(services);
+    c.out(`   $ sudo deno task podmin --bucket $B describe service hello`);
+    await this.#podmin([...B.split(" "), "describe", "service", "hello"]);
+  }
+
+  /** Step 7: asks the Service by name from the host; returns its VIP and the first answer's time. */
+  async #askFromHost(dns: string): Promise<{ vip: string; first: number }> {
+    const c = this.#c;
+    // 7. From the host, by name.
+    this.#say(
+      `Ask the Service by name from the host: the node's CoreDNS (${dns}) answers the VIP; ` +
+        "the connection to the VIP is translated to the Pod by the dataplane's socket programs",
+      `curl "http://[$(dig +short @${dns} AAAA ${SERVICE_NAME})]/"`,
+    );
+    const vip = await this.#until("the Service name in CoreDNS", async () => {
+      const got = await Deno.resolveDns(SERVICE_NAME, "AAAA", {
+        nameServer: { ipAddr: dns, port: 53 },
+      });
+      return got[0];
+    });
+    c.out(`     dig +short @${dns} AAAA ${SERVICE_NAME} → ${vip}`);
+    const answer = await this.#until("an answer through the VIP", () => httpGet(vip));
+    const first = performance.now() - this.#start;
+    c.out(`     curl http://[${vip}]/ → ${answer.trim()}`);
+    c.out(`     (first answer ${seconds(first)} after the demo started)`);
+    return { vip, first };
+  }
+
+  /** Step 8: asks it by name from the client Pod; returns the client container's id. */
+  async #askFromClient(): Promise<string> {
+    // 8. From a Pod, by name.
+    const clientId = (await this.#until("the client container", async () => {
+      const r = await this.#podmin(
+        ["local", "exec", ...this.#nodeFlags(), "--", "crictl", "ps", "-q", "--name", "client"],
+        { show: false },
+      );
+      return r.text.trim().split("\n")[0] || undefined;
+    })).slice(0, 13);
+    this.#say(
+      "Ask it by name from the client Pod: /demo reads the Pod's resolv.conf (the node's " +
+        "CoreDNS, search default.svc.cluster.local) and connects to the VIP",
+      `sudo deno task podmin local exec${
+        this.#nodeFlags().map((f) => ` ${f}`).join("")
+      } -- crictl exec ${clientId} /demo get hello`,
+    );
+    await this.#askFromPod("an answer inside the client Pod", clientId);
+    return clientId;
+  }
+
+  /** Step 9: version 2.0 pushed and applied while a prober asks the Service. */
+  async #secondVersion(o: { file: string; vip: string; clientId: string }): Promise<void> {
+    const { file, vip, clientId } = o;
+    const c = this.#c;
+    const B = `--bucket ${this.#bucket}`;
+    // 9. Version 2.
+    const v2 = await writeDemoImageLayout({
+      dir: path.join(this.#work, "demo-2.0"),
+      version: "2.0",
+    });
+    this.#say(
+      "A second version: image demo:2.0 and another GREETING; push it and apply the changed file",
+      `sudo deno task podmin --bucket $B push oci:${v2}:2.0 apps/demo:2.0`,
+    );
+    await this.#podmin([...B.split(" "), "push", `oci:${v2}:2.0`, "apps/demo:2.0"]);
+    await Deno.writeTextFile(
+      file,
+      demoManifest({ version: "2.0", greeting: "hello again from podmin" }),
+    );
+    c.out(`   $ sudo deno task podmin --bucket $B diff -f ${file}`);
+    await this.#podmin([...B.split(" "), "diff", "-f", file], { allowFail: true });
+    c.out(`   $ sudo deno task podmin --bucket $B apply -f ${file}`);
+    const probe = new Prober(vip);
+    probe.start();
+    await this.#podmin([...B.split(" "), "apply", "-f", file]);
+    this.#say(
+      "The agent rewrites the static Pod; kubelet replaces it (no rolling update yet: the " +
+        "old Pod stops before the new one starts). Asking the Service every 0.25 s meanwhile",
+    );
+    const t2 = performance.now();
+    await this.#until(
+      "the new version answering",
+      () => Promise.resolve(probe.last?.includes("demo:2.0") ? true : undefined),
+    );
+    await probe.stop();
+    c.out(
+      `     answered by demo:2.0 after ${seconds(performance.now() - t2)}; of ${probe.total} ` +
+        `requests, ${probe.failed} got no answer (for ${
+          seconds(probe.gapMs)
+        }) while the Pod was replaced`,
+    );
+    c.out(`     curl http://[${vip}]/ → ${probe.last!.trim()}`);
+    c.out(`   $ sudo deno task podmin --bucket $B get deployments`);
+    await this.#podmin([...B.split(" "), "get", "deployments"]);
+    c.out(
+      `   $ sudo deno task podmin local exec${
+        this.#nodeFlags().map((f) => ` ${f}`).join("")
+      } -- crictl exec ${clientId} /demo get hello`,
+    );
+    await this.#askFromPod("an answer of demo:2.0 inside the client Pod", clientId, "demo:2.0");
   }
 
   /** The Pods kubelet reports (the agent's Pods API client, in the node's view). */
