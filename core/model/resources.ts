@@ -423,39 +423,71 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
   if (!isDnsLabel(spec.nodeGroup)) {
     p.invalid("spec.nodeGroup", spec.nodeGroup, "the NodeGroup name (a DNS label)");
   }
+  const secrets = checkSecretRefs(p, spec.secrets);
+  const { podSpec, templateLabels, templateAnnotations } = checkTemplate(
+    p,
+    spec.template,
+    podSecurity,
+  );
+  return {
+    apiVersion: API_VERSION,
+    kind: "Deployment",
+    metadata,
+    spec: {
+      nodeGroup: String(spec.nodeGroup ?? ""),
+      ...(secrets && secrets.length ? { secrets } : {}),
+      // The default (baseline) is not written, so specs that never opted out keep their digest.
+      ...(podSecurity === "privileged" ? { podSecurity: "privileged" as const } : {}),
+      template: {
+        ...templateMetadata(templateLabels, templateAnnotations),
+        spec: podSpec,
+      },
+    },
+  };
+}
+
+/** `spec.secrets`: unique keys, `from` ssm (default) or secretsmanager, sorted by key. */
+function checkSecretRefs(p: Problems, value: unknown): SecretRef[] | undefined {
+  if (value === undefined) return undefined;
   let secrets: SecretRef[] | undefined;
-  if (spec.secrets !== undefined) {
-    if (!Array.isArray(spec.secrets)) p.add("spec.secrets", "must be a list");
-    else {
-      const seen = new Set<string>();
-      secrets = spec.secrets.map((s, i) => {
-        const sp = `spec.secrets[${i}]`;
-        if (!isObj(s)) {
-          p.add(sp, "must be an object with key and from");
-          return { key: "", from: "ssm" as const };
-        }
-        checkKeys(p, sp, s, ["key", "from"]);
-        if (
-          typeof s.key !== "string" ||
-          !/^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$/.test(s.key)
-        ) {
-          p.invalid(
-            `${sp}.key`,
-            s.key,
-            "1-128 of [A-Za-z0-9._-], starting and ending alphanumeric",
-          );
-        } else if (seen.has(s.key)) p.add(`${sp}.key`, `duplicate key ${s.key}`);
-        seen.add(String(s.key));
-        const from = s.from ?? "ssm";
-        if (from !== "ssm" && from !== "secretsmanager") {
-          p.add(`${sp}.from`, "ssm or secretsmanager");
-        }
-        return { key: String(s.key), from: from as SecretRef["from"] };
-      });
-      secrets.sort((a, b) => compareCodeUnits(a.key, b.key));
-    }
+  if (!Array.isArray(value)) p.add("spec.secrets", "must be a list");
+  else {
+    const seen = new Set<string>();
+    secrets = value.map((s, i) => {
+      const sp = `spec.secrets[${i}]`;
+      if (!isObj(s)) {
+        p.add(sp, "must be an object with key and from");
+        return { key: "", from: "ssm" as const };
+      }
+      checkKeys(p, sp, s, ["key", "from"]);
+      if (
+        typeof s.key !== "string" ||
+        !/^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$/.test(s.key)
+      ) {
+        p.invalid(
+          `${sp}.key`,
+          s.key,
+          "1-128 of [A-Za-z0-9._-], starting and ending alphanumeric",
+        );
+      } else if (seen.has(s.key)) p.add(`${sp}.key`, `duplicate key ${s.key}`);
+      seen.add(String(s.key));
+      const from = s.from ?? "ssm";
+      if (from !== "ssm" && from !== "secretsmanager") {
+        p.add(`${sp}.from`, "ssm or secretsmanager");
+      }
+      return { key: String(s.key), from: from as SecretRef["from"] };
+    });
+    secrets.sort((a, b) => compareCodeUnits(a.key, b.key));
   }
-  const template = spec.template;
+  return secrets;
+}
+
+/** `spec.template`: its labels and annotations, its Pod spec, the Pod security level's rules. */
+function checkTemplate(p: Problems, template: unknown, podSecurity: unknown): {
+  podSpec: PodSpec;
+  templateLabels?: Record<string, string>;
+  templateAnnotations?: Record<string, string>;
+} {
   let podSpec: PodSpec = { containers: [] };
   let templateLabels: Record<string, string> | undefined;
   let templateAnnotations: Record<string, string> | undefined;
@@ -486,21 +518,7 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
       }
     }
   }
-  return {
-    apiVersion: API_VERSION,
-    kind: "Deployment",
-    metadata,
-    spec: {
-      nodeGroup: String(spec.nodeGroup ?? ""),
-      ...(secrets && secrets.length ? { secrets } : {}),
-      // The default (baseline) is not written, so specs that never opted out keep their digest.
-      ...(podSecurity === "privileged" ? { podSecurity: "privileged" as const } : {}),
-      template: {
-        ...templateMetadata(templateLabels, templateAnnotations),
-        spec: podSpec,
-      },
-    },
-  };
+  return { podSpec, templateLabels, templateAnnotations };
 }
 
 /** The normalized template metadata: only non-empty maps, no empty object. */
