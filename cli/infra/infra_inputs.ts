@@ -273,6 +273,86 @@ function checkExistingVpc(vpc: ExistingVpc): CheckedInputs["existingVpc"] {
   };
 }
 
+/** The zones in use: known letters of the region, no duplicates, sorted. */
+function checkZones(given: readonly string[] | undefined, region: string): string[] {
+  if (!Array.isArray(given) || given.length === 0) {
+    invalid("no zones in use", "resolve each NodeGroup's zone and pass the set of zones");
+  }
+  const zones = [...given];
+  for (const z of zones) zoneLetter(region, z);
+  if (new Set(zones).size !== zones.length) invalid(`duplicate zones in ${zones.join(", ")}`);
+  zones.sort();
+  return zones;
+}
+
+/** The NodeGroups: each checked, names unique, sorted by name. */
+function checkNodeGroups(
+  given: ClusterSpec["nodeGroups"] | undefined,
+  region: string,
+  zones: string[],
+): CheckedNodeGroup[] {
+  if (!Array.isArray(given) || given.length === 0) {
+    invalid("no NodeGroups", "declare at least one --nodegroup");
+  }
+  const nodeGroups = given.map((ng) => checkNodeGroupSpec(ng, region, zones));
+  const names = new Set<string>();
+  for (const ng of nodeGroups) {
+    if (names.has(ng.name)) invalid(`duplicate NodeGroup ${ng.name}`, "NodeGroup names are unique");
+    names.add(ng.name);
+  }
+  nodeGroups.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return nodeGroups;
+}
+
+/** One AMI id per architecture in use. */
+function checkAmiIds(
+  given: InfraInputs["amiIds"],
+  archs: ReadonlySet<Architecture>,
+): Partial<Record<Architecture, string>> {
+  const amiIds: Partial<Record<Architecture, string>> = {};
+  for (const arch of [...archs].sort()) {
+    const id = given?.[arch];
+    if (typeof id !== "string" || !AMI.test(id)) {
+      invalid(
+        `missing or invalid AMI id for ${arch}: ${JSON.stringify(id)}`,
+        "resolve the AMI (for example from the distribution's public SSM parameter) before generating",
+      );
+    }
+    amiIds[arch] = id;
+  }
+  return amiIds;
+}
+
+/** KMS key ARNs (not aliases), unique and sorted. */
+function checkKmsKeyArns(given: readonly string[] | undefined): string[] {
+  const kmsKeyArns = [...new Set(given ?? [])].sort();
+  for (const arn of kmsKeyArns) {
+    if (typeof arn !== "string" || !KMS_KEY_ARN.test(arn)) {
+      invalid(
+        `invalid KMS key ARN ${JSON.stringify(arn)}`,
+        "name keys by key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID); aliases and wildcards are not accepted",
+      );
+    }
+  }
+  return kmsKeyArns;
+}
+
+/** A reused VPC's IPv6 block, when it has one: a /56 or larger. */
+function checkReusedIpv6(block: string | undefined): Cidr | undefined {
+  if (block === undefined) return undefined;
+  let vpcIpv6: Cidr | undefined;
+  if (block !== undefined) {
+    vpcIpv6 = parseIpv6Cidr(block);
+    if (vpcIpv6.length > 56) {
+      invalid(
+        `the VPC's IPv6 block ${block} is smaller than a /56`,
+        "Podmin needs a /56 (Amazon-provided) or larger IPv6 block on a reused VPC",
+      );
+    }
+  }
+  return vpcIpv6;
+}
+
 /**
  * Validates the generator's inputs and applies defaults. Throws a ValidationError naming the
  * first problem and what to do about it.
@@ -292,24 +372,10 @@ export function checkInfraInputs(inputs: InfraInputs): CheckedInputs {
     );
   }
 
-  if (!Array.isArray(inputs.zones) || inputs.zones.length === 0) {
-    invalid("no zones in use", "resolve each NodeGroup's zone and pass the set of zones");
-  }
-  const zones = [...inputs.zones];
-  for (const z of zones) zoneLetter(region, z);
-  if (new Set(zones).size !== zones.length) invalid(`duplicate zones in ${zones.join(", ")}`);
-  zones.sort();
+  const zones = checkZones(inputs.zones, region);
 
-  if (!Array.isArray(spec.nodeGroups) || spec.nodeGroups.length === 0) {
-    invalid("no NodeGroups", "declare at least one --nodegroup");
-  }
-  const nodeGroups = spec.nodeGroups.map((ng) => checkNodeGroupSpec(ng, region, zones));
-  const names = new Set<string>();
-  for (const ng of nodeGroups) {
-    if (names.has(ng.name)) invalid(`duplicate NodeGroup ${ng.name}`, "NodeGroup names are unique");
-    names.add(ng.name);
-  }
-  nodeGroups.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const nodeGroups = checkNodeGroups(spec.nodeGroups, region, zones);
+  const names = new Set(nodeGroups.map((ng) => ng.name));
 
   let nat64: ClusterSpec["nat64"];
   if (spec.nat64 !== undefined) {
@@ -336,43 +402,16 @@ export function checkInfraInputs(inputs: InfraInputs): CheckedInputs {
   const archs = new Set<Architecture>(nodeGroups.map((ng) => ng.architecture));
   if (nat64) archs.add(architectureOf(nat64.instanceType!));
   for (const ng of nodeGroups) if (ng.nat64) archs.add(architectureOf(ng.nat64));
-  const amiIds: Partial<Record<Architecture, string>> = {};
-  for (const arch of [...archs].sort()) {
-    const id = inputs.amiIds?.[arch];
-    if (typeof id !== "string" || !AMI.test(id)) {
-      invalid(
-        `missing or invalid AMI id for ${arch}: ${JSON.stringify(id)}`,
-        "resolve the AMI (for example from the distribution's public SSM parameter) before generating",
-      );
-    }
-    amiIds[arch] = id;
-  }
+  const amiIds = checkAmiIds(inputs.amiIds, archs);
 
   const workloadCaPublish = spec.workloadCaPublish &&
     checkObjectRef("--workload-ca-publish object", spec.workloadCaPublish, bucket);
   const otelLogsCa = spec.otelLogsCa &&
     checkObjectRef("--otel-logs ca object", spec.otelLogsCa, bucket);
-  const kmsKeyArns = [...new Set(spec.kmsKeyArns ?? [])].sort();
-  for (const arn of kmsKeyArns) {
-    if (typeof arn !== "string" || !KMS_KEY_ARN.test(arn)) {
-      invalid(
-        `invalid KMS key ARN ${JSON.stringify(arn)}`,
-        "name keys by key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID); aliases and wildcards are not accepted",
-      );
-    }
-  }
+  const kmsKeyArns = checkKmsKeyArns(spec.kmsKeyArns);
 
   const existingVpc = inputs.existingVpc && checkExistingVpc(inputs.existingVpc);
-  let vpcIpv6: Cidr | undefined;
-  if (existingVpc?.ipv6CidrBlock !== undefined) {
-    vpcIpv6 = parseIpv6Cidr(existingVpc.ipv6CidrBlock);
-    if (vpcIpv6.length > 56) {
-      invalid(
-        `the VPC's IPv6 block ${existingVpc.ipv6CidrBlock} is smaller than a /56`,
-        "Podmin needs a /56 (Amazon-provided) or larger IPv6 block on a reused VPC",
-      );
-    }
-  }
+  const vpcIpv6 = existingVpc && checkReusedIpv6(existingVpc.ipv6CidrBlock);
 
   return {
     spec: {
