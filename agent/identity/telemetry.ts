@@ -29,11 +29,19 @@ import type { Logger } from "../../core/kit/log.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { readGeneration, repairLayout, writeGeneration } from "../pod_generations.ts";
 import { PolledObject } from "../polled_object.ts";
-import type { CaView } from "./ca_view.ts";
+import type { CaView, Issuer } from "./ca_view.ts";
 import { renewAt, TLS_FILES } from "./pod_certificates.ts";
 
 /** Largest accepted OTel CA bundle. */
 const OTEL_CA_MAX_BYTES = 256 * 1024;
+
+/** The Fluent Bit client's identity (the certificate's URI). */
+type FluentBitIdentity = {
+  profile: "fluent-bit";
+  cluster: string;
+  nodeGroup: string;
+  node: string;
+};
 
 /** Options of `TelemetryIdentity`. */
 export interface TelemetryOptions {
@@ -121,18 +129,43 @@ export class TelemetryIdentity {
     errors: string[],
   ): Promise<{ swapped: boolean; status: NonNullable<TelemetryStatus["client"]> }> {
     const dir = path.join(this.#o.dir, "client");
-    const identity = {
+    const identity: FluentBitIdentity = {
       profile: "fluent-bit",
       cluster: this.#o.cluster,
       nodeGroup: this.#o.nodeGroup,
       node: this.#o.nodeId,
-    } as const;
+    };
     const uri = identityUri(identity);
     const issuer = await this.#o.ca!.issuer(now);
     if ("error" in issuer) errors.push(`Fluent Bit identity: ${issuer.error}`);
     else if (issuer.warning) errors.push(`Fluent Bit identity: ${issuer.warning}`);
 
-    // Validate what is on disk: layout, files, chain, window, EKU, URI, key.
+    const { problems, notAfter, due, bundleStale } = await this.#onDisk({ dir, issuer, now, uri });
+    const reason = problems.length
+      ? problems.join("; ")
+      : due
+      ? "half-life reached"
+      : bundleStale
+      ? "trust bundle changed"
+      : undefined;
+    if (!reason) {
+      return { swapped: false, status: { notAfter: notAfter?.toISOString(), action: "valid" } };
+    }
+    if ("error" in issuer) {
+      errors.push(`Fluent Bit identity needs renewal (${reason}) but cannot be issued now`);
+      return { swapped: false, status: { notAfter: notAfter?.toISOString(), action: "stale" } };
+    }
+    return await this.#issue({ dir, issuer, identity, now, reason, notAfter, errors });
+  }
+
+  /** Validates what is on disk: layout, files, chain, window, EKU, URI, key. */
+  async #onDisk(o: { dir: string; issuer: Issuer; now: Date; uri: string }): Promise<{
+    problems: string[];
+    notAfter?: Date;
+    due: boolean;
+    bundleStale: boolean;
+  }> {
+    const { dir, issuer, now, uri } = o;
     const problems: string[] = [];
     let notAfter: Date | undefined;
     let due = false;
@@ -173,20 +206,20 @@ export class TelemetryIdentity {
       problems.push((err as Error).message);
     }
 
-    const reason = problems.length
-      ? problems.join("; ")
-      : due
-      ? "half-life reached"
-      : bundleStale
-      ? "trust bundle changed"
-      : undefined;
-    if (!reason) {
-      return { swapped: false, status: { notAfter: notAfter?.toISOString(), action: "valid" } };
-    }
-    if ("error" in issuer) {
-      errors.push(`Fluent Bit identity needs renewal (${reason}) but cannot be issued now`);
-      return { swapped: false, status: { notAfter: notAfter?.toISOString(), action: "stale" } };
-    }
+    return { problems, notAfter, due, bundleStale };
+  }
+
+  /** Issues and writes a new client identity generation. */
+  async #issue(o: {
+    dir: string;
+    issuer: Exclude<Issuer, { error: string }>;
+    identity: FluentBitIdentity;
+    now: Date;
+    reason: string;
+    notAfter?: Date;
+    errors: string[];
+  }): Promise<{ swapped: boolean; status: NonNullable<TelemetryStatus["client"]> }> {
+    const { dir, issuer, identity, now, reason, notAfter, errors } = o;
     try {
       const keys = await generateKeyPair();
       const cert = await issueLeaf({
