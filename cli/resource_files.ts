@@ -67,6 +67,68 @@ function excerpt(text: string, line: number, col: number): string {
   return `${String(line).padStart(4)} | ${source}\n     | ${" ".repeat(Math.max(0, col - 1))}^`;
 }
 
+/** One document's or List item's resource, with its place in the file for error messages. */
+interface DocumentItem {
+  value: unknown;
+  prefix: (string | number)[];
+  where: string;
+}
+
+/** Parses one item into `out`, or adds its problems (each located in the file) to `problems`. */
+function loadItem(
+  ctx: {
+    doc: Document;
+    lines: LineCounter;
+    name: string;
+    options: ResourceFileOptions;
+    problems: string[];
+    out: LoadedResource[];
+  },
+  item: DocumentItem,
+): void {
+  const { doc, lines, name, options, problems, out } = ctx;
+  const at = (field: string) => locate({ doc, lines, name, prefix: item.prefix }, field);
+  const raw = item.value;
+  if (isObj(raw)) {
+    delete raw.status; // read-only: what `get -o yaml` shows is accepted and ignored
+    const meta = raw.metadata;
+    if (options.namespace !== undefined && isObj(meta)) {
+      if (meta.namespace === undefined) meta.namespace = options.namespace;
+      else if (meta.namespace !== options.namespace) {
+        problems.push(
+          `${at("metadata.namespace")}: ${item.where}: metadata.namespace: ${
+            JSON.stringify(meta.namespace)
+          } does not match -n ${options.namespace}`,
+        );
+        return;
+      }
+    }
+  }
+  try {
+    const resource = parseResource(raw);
+    checkSize({
+      what: `${name}: ${item.where}: ${resource.kind} ${resourceRef(resource)} (canonical JSON)`,
+      size: encodeSpec(resource).bytes.byteLength,
+      limit: LIMITS.resourceBytes,
+      hint: "keep large data out of resources: images carry files, spec.secrets carries values",
+    });
+    out.push({ resource, where: `${name}: ${item.where}` });
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    if (!err.problems) {
+      problems.push(err.message); // a size limit: the message names file and document
+      return;
+    }
+    for (const p of err.problems as Problem[]) {
+      problems.push(
+        p.path
+          ? `${at(p.path)}: ${item.where}: ${p.path}: ${p.message}`
+          : `${name}: ${item.where}: ${p.message}`,
+      );
+    }
+  }
+}
+
 /** Parses the text of one file. `name` is used in error messages. */
 export function parseResourceText(
   text: string,
@@ -103,7 +165,7 @@ export function parseResourceText(
       return;
     }
     if (value === null || value === undefined) return; // empty document
-    const items: { value: unknown; prefix: (string | number)[]; where: string }[] =
+    const items: DocumentItem[] =
       isObj(value) && value.kind === "List" && Array.isArray(value.items)
         ? value.items.map((item, j) => ({
           value: item,
@@ -111,50 +173,7 @@ export function parseResourceText(
           where: `document ${i + 1}, items[${j}]`,
         }))
         : [{ value, prefix: [], where: `document ${i + 1}` }];
-    for (const item of items) {
-      const at = (field: string) => locate({ doc, lines, name, prefix: item.prefix }, field);
-      const raw = item.value;
-      if (isObj(raw)) {
-        delete raw.status; // read-only: what `get -o yaml` shows is accepted and ignored
-        const meta = raw.metadata;
-        if (options.namespace !== undefined && isObj(meta)) {
-          if (meta.namespace === undefined) meta.namespace = options.namespace;
-          else if (meta.namespace !== options.namespace) {
-            problems.push(
-              `${at("metadata.namespace")}: ${item.where}: metadata.namespace: ${
-                JSON.stringify(meta.namespace)
-              } does not match -n ${options.namespace}`,
-            );
-            continue;
-          }
-        }
-      }
-      try {
-        const resource = parseResource(raw);
-        checkSize({
-          what: `${name}: ${item.where}: ${resource.kind} ${
-            resourceRef(resource)
-          } (canonical JSON)`,
-          size: encodeSpec(resource).bytes.byteLength,
-          limit: LIMITS.resourceBytes,
-          hint: "keep large data out of resources: images carry files, spec.secrets carries values",
-        });
-        out.push({ resource, where: `${name}: ${item.where}` });
-      } catch (err) {
-        if (!(err instanceof ValidationError)) throw err;
-        if (!err.problems) {
-          problems.push(err.message); // a size limit: the message names file and document
-          continue;
-        }
-        for (const p of err.problems as Problem[]) {
-          problems.push(
-            p.path
-              ? `${at(p.path)}: ${item.where}: ${p.path}: ${p.message}`
-              : `${name}: ${item.where}: ${p.message}`,
-          );
-        }
-      }
-    }
+    for (const item of items) loadItem({ doc, lines, name, options, problems, out }, item);
   });
   if (problems.length) {
     throw new ValidationError(problems.join("\n"), {
