@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Podmin's IPv6 Service dataplane: map layouts shared by the tc and cgroup
- * socket programs (bpf/dataplane.c) and the agent (agent/dataplane_maps.ts mirrors them;
- * bpf/dataplane_layout_test.ts checks the mirror against the object's BTF).
+ * socket programs (bpf/dataplane.c) and the agent (the agent/dataplane/ map modules mirror them;
+ * bpf/dataplane_object_test.ts checks the mirror against the object's BTF).
  *
  * All addresses and ports are in network byte order.
  */

@@ -5,7 +5,7 @@ import { Buffer } from "node:buffer";
 
 /** SHA-256 of the sources the object was built from (see bpf/source_hash.ts). */
 export const DATAPLANE_SOURCE_SHA256 =
-  "2e4962c1c602a2e8785f79ab8c2cb5c667c7dc6e90f5234f97738b1d084293ca";
+  "4f995d6277d7805f8c6bffc49e5b7db3b5df871fa6bccb30279d7b3cd52a96cd";
 
 /** SHA-256 of the object bytes. */
 export const DATAPLANE_OBJECT_SHA256 =

@@ -2,7 +2,7 @@
  * Returns the C allocator's free memory to the operating system: glibc's `malloc_trim(0)` through
  * `Deno.dlopen` (needs `--allow-ffi`).
  *
- * Why the agent needs it (measured, spec §10 "agent footprint"): the runtime's native allocations
+ * Why the agent needs it (measured, docs/benchmarks.md "Agent footprint"): the runtime's native allocations
  * (HTTP clients, TLS, the gRPC sessions of the endpoint mesh) go through glibc's malloc, which
  * keeps freed memory in its heaps. After an agent with the mesh read 1,000 Services, its `[heap]`
  * mapping held 48 MiB, of which one `malloc_trim(0)` returned 28 MiB (126 → 96 MiB RSS); the

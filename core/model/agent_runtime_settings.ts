@@ -7,7 +7,7 @@
  * - `vmconfig/bin/install.sh`'s launcher passes them to the pinned runtime with the bundle;
  * - `vmconfig/units/podmin-agent.service` sets the environment.
  *
- * Measured (spec §10, agent footprint): with 1,000 Deployments and 1,000 Services, on a busy
+ * Measured (docs/benchmarks.md, "Agent footprint"): with 1,000 Deployments and 1,000 Services, on a busy
  * machine, the bundle's RSS was 148–162 MiB with the defaults and 86 MiB with both settings, its JS
  * heap 26 MiB either way (on a quiet machine both were 81 MiB). The heap is not the cost: glibc
  * gives each thread that allocates under contention an arena of its own, and V8's default young

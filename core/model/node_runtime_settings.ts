@@ -4,7 +4,7 @@
  * of vmconfig (`vmconfig/units/*.service`) repeat them literally as `Environment=` lines, which
  * `tests/node/node_runtime_settings_test.ts` holds to these values.
  *
- * Measured (spec §10, node footprint: `tests/bench/node_footprint_bench.ts`, a real node with 20
+ * Measured (docs/benchmarks.md, node footprint: `tests/bench/node_footprint_bench.ts`, a real node with 20
  * Pods, one run each, 2 shared cores), RSS in MiB, kubelet / containerd / CoreDNS / 20 shims:
  * - Go defaults: 84.2 / 65.3 / 52.8 / 330.5;
  * - `GOGC=50` for all three: 78.2 / 56.7 / 53.0 / 331.9;

@@ -2,7 +2,7 @@
  * The object store over AWS S3 (and moto, which speaks the same wire protocol).
  *
  * Requests are signed here (core/aws/aws_request.ts) and sent with Deno's `fetch`: the AWS SDK's S3
- * client is not loaded, which keeps the agent within its memory budget (issue 15, spec §10).
+ * client is not loaded, which keeps the agent within its memory budget (issue 15, spec §2.4).
  * Conditional writes use S3's `If-Match` / `If-None-Match: *`; large objects are uploaded
  * multipart and verified (sha256, size) before the upload is completed, so a mismatching upload
  * never becomes visible.

@@ -1,7 +1,7 @@
 /**
  * `deno task bench --smoke`: every benchmark runs at tiny sizes, passes its own correctness checks
  * (each exits 0: its verdict key is 1 and the run exits 0), and results.json holds every key the
- * spec names (§10 "Benchmarks"), each a finite number. No timing goal is asserted (tiny sizes).
+ * docs/benchmarks.md names, each a finite number. No timing goal is asserted (tiny sizes).
  */
 
 import assert from "node:assert/strict";

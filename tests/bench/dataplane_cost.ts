@@ -201,7 +201,7 @@ async function conntrackFlush(node: CostNode, sender: string): Promise<void> {
 }
 
 /**
- * Measures and prints the dataplane cost table; returns the figures (spec §10 "Benchmarks":
+ * Measures and prints the dataplane cost table; returns the figures (docs/benchmarks.md:
  * `dataplane_cost_*`).
  */
 export async function measureDataplaneCost(o: CostOptions): Promise<Record<string, number>> {

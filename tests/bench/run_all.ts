@@ -1,8 +1,8 @@
 /**
  * `deno task bench`: runs every benchmark of the project, one after the other (each in its own
  * process, figures handed over through `$PODMIN_BENCH_JSON`), prints one table — figure, peer
- * figure, ratio, goal, met or not — and writes the same as a flat JSON object (spec §10,
- * "Benchmarks") to `bench/results.json`. A benchmark that exits non-zero (one of its own
+ * figure, ratio, goal, met or not — and writes the same as a flat JSON object (docs/benchmarks.md,
+ * "The benchmark run") to `bench/results.json`. A benchmark that exits non-zero (one of its own
  * correctness checks failed) makes the run exit 1; its verdict key is 0 and no row using a
  * figure it wrote counts as met.
  *
@@ -84,7 +84,7 @@ export interface Row {
   absolute?: { max?: number; min?: number };
 }
 
-/** The table: spec §10 "Benchmarks" names each key. */
+/** The table: docs/benchmarks.md names each key. */
 export const ROWS: Row[] = [
   // End-to-end pulls (issue 35): containerd over CRI, 200 MiB image, times in seconds.
   {
@@ -447,7 +447,7 @@ export const ROWS: Row[] = [
     better: "higher",
     absolute: { min: 1 },
   },
-  // The same simulation with S3 on moto (the figures above are on versitygw; spec §10).
+  // The same simulation with S3 on moto (the figures above are on versitygw; docs/benchmarks.md).
   {
     key: "cluster_s3_peer_rate",
     label: "cluster scale: S3 peer GETs/s, versitygw vs moto (reference)",
