@@ -61,6 +61,51 @@ function isHttpUrl(text: unknown): boolean {
   }
 }
 
+/** How an entry is pinned: `sha256` (or `sha256Url`, not with an archive), size and archive. */
+function checkDigestSource(e: CatalogEntrySpec, at: string): void {
+  if (e.sha256 !== undefined && e.sha256Url !== undefined) {
+    throw new ValidationError(`${at}: give "sha256" or "sha256Url", not both`, {
+      hint: '"sha256Url" takes the digest from the vendor\'s checksum file instead of a literal',
+    });
+  }
+  if (e.sha256Url !== undefined) {
+    if (!isHttpUrl(e.sha256Url)) {
+      throw new ValidationError(
+        `${at}: sha256Url must be the http(s) URL of the vendor's checksum file`,
+        {
+          hint:
+            'e.g. "sha256Url": "https://dl.k8s.io/release/v1.37.2/bin/linux/amd64/kubelet.sha256"',
+        },
+      );
+    }
+    if (e.archive !== undefined) {
+      throw new ValidationError(
+        `${at}: sha256Url cannot be used with archive (sha256 pins the extracted member)`,
+      );
+    }
+  } else if (typeof e.sha256 !== "string" || !/^[0-9a-f]{64}$/.test(e.sha256)) {
+    throw new ValidationError(`${at}: sha256 must be 64 hex digits`, {
+      hint: 'or "sha256Url": the URL of the vendor\'s published checksum file',
+    });
+  }
+  if (e.size !== undefined && (!Number.isSafeInteger(e.size) || e.size <= 0)) {
+    throw new ValidationError(`${at}: bad size`);
+  }
+  if (e.archive !== undefined) {
+    const a = e.archive;
+    if (
+      a === null || typeof a !== "object" ||
+      !/^sha512-[A-Za-z0-9+/]{86}==$/.test(a.integrity ?? "") ||
+      typeof a.member !== "string" || !/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(a.member) ||
+      a.member.split("/").some((s) => s === "." || s === "..")
+    ) {
+      throw new ValidationError(
+        `${at}: archive must be {"integrity": "sha512-…", "member": "relative/path"}`,
+      );
+    }
+  }
+}
+
 /** Validates a catalogue read from a file or embedded. */
 export function parseCatalog(doc: unknown, where = "catalogue"): CatalogSpec {
   const c = doc as CatalogSpec;
@@ -92,47 +137,7 @@ export function parseCatalog(doc: unknown, where = "catalogue"): CatalogSpec {
       throw new ValidationError(`${at}: invalid url`);
     }
     if (!isHttpUrl(e.url)) throw new ValidationError(`${at}: url must be http(s)`);
-    if (e.sha256 !== undefined && e.sha256Url !== undefined) {
-      throw new ValidationError(`${at}: give "sha256" or "sha256Url", not both`, {
-        hint: '"sha256Url" takes the digest from the vendor\'s checksum file instead of a literal',
-      });
-    }
-    if (e.sha256Url !== undefined) {
-      if (!isHttpUrl(e.sha256Url)) {
-        throw new ValidationError(
-          `${at}: sha256Url must be the http(s) URL of the vendor's checksum file`,
-          {
-            hint:
-              'e.g. "sha256Url": "https://dl.k8s.io/release/v1.37.2/bin/linux/amd64/kubelet.sha256"',
-          },
-        );
-      }
-      if (e.archive !== undefined) {
-        throw new ValidationError(
-          `${at}: sha256Url cannot be used with archive (sha256 pins the extracted member)`,
-        );
-      }
-    } else if (typeof e.sha256 !== "string" || !/^[0-9a-f]{64}$/.test(e.sha256)) {
-      throw new ValidationError(`${at}: sha256 must be 64 hex digits`, {
-        hint: 'or "sha256Url": the URL of the vendor\'s published checksum file',
-      });
-    }
-    if (e.size !== undefined && (!Number.isSafeInteger(e.size) || e.size <= 0)) {
-      throw new ValidationError(`${at}: bad size`);
-    }
-    if (e.archive !== undefined) {
-      const a = e.archive;
-      if (
-        a === null || typeof a !== "object" ||
-        !/^sha512-[A-Za-z0-9+/]{86}==$/.test(a.integrity ?? "") ||
-        typeof a.member !== "string" || !/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(a.member) ||
-        a.member.split("/").some((s) => s === "." || s === "..")
-      ) {
-        throw new ValidationError(
-          `${at}: archive must be {"integrity": "sha512-…", "member": "relative/path"}`,
-        );
-      }
-    }
+    checkDigestSource(e, at);
     const id = `${e.name}/${e.arch}`;
     if (seen.has(id)) throw new ValidationError(`${at}: ${id} listed twice`);
     seen.add(id);
