@@ -19,7 +19,12 @@ import { readDeploymentIndex } from "../core/bucket/deployment_index.ts";
 import { isDigest, sha256Hex } from "../core/kit/digest.ts";
 import { NotFoundError, UsageError } from "../core/kit/errors.ts";
 import { REGISTRY_HOSTNAME } from "../core/model/image_ref.ts";
-import type { Deployment, Resource, Service } from "../core/model/resources.ts";
+import {
+  type Deployment,
+  type Resource,
+  selectorMatches,
+  type Service,
+} from "../core/model/resources.ts";
 import { readServiceIndex } from "../core/bucket/service_index.ts";
 import { readSpec } from "../core/bucket/spec_objects.ts";
 import { getIfExists, type ObjectStore } from "../core/store/object_store.ts";
@@ -335,7 +340,5 @@ export const NO_NODE_RECORDS = "no node records (no agent has reported to dns/no
 
 /** True when a Service's selector selects the Deployment's Pods. */
 export function selects(service: Service, d: Deployment): boolean {
-  const labels = d.spec.template.metadata?.labels ?? {};
-  const sel = Object.entries(service.spec.selector);
-  return sel.length > 0 && sel.every(([k, v]) => labels[k] === v);
+  return selectorMatches(service.spec.selector, d.spec.template.metadata?.labels ?? {});
 }
