@@ -11,6 +11,7 @@ import {
   type ImageRepository,
   imageTagKey,
   parseImageRepository,
+  parseImageTagKey,
   PREFIXES,
 } from "../core/bucket/bucket_layout.ts";
 import { bucketUrl, type CommandContext } from "../core/kit/cli_kit.ts";
@@ -285,18 +286,10 @@ export async function listTags(store: ObjectStore): Promise<StoredTag[]> {
   const out: StoredTag[] = [];
   for (const root of [PREFIXES.apps, PREFIXES.mirror]) {
     for await (const o of store.list(root)) {
-      const i = o.key.lastIndexOf("/_tags/");
-      if (i < 0) continue;
-      const repository = o.key.slice(0, i);
-      const tag = o.key.slice(i + "/_tags/".length);
-      let key: string;
-      try {
-        key = imageTagKey(parseImageRepository(repository), tag);
-      } catch {
-        continue; // not a key Podmin writes
-      }
-      if (key !== o.key) continue;
-      const got = await store.get(key);
+      const parsed = parseImageTagKey(o.key);
+      if (!parsed) continue; // not a tag key Podmin writes
+      const { repository, tag } = parsed;
+      const got = await store.get(o.key);
       if (got.notModified) continue;
       out.push({ repository, tag, digest: `sha256:${sha256Hex(got.body)}` });
     }

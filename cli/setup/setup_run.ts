@@ -23,6 +23,7 @@ import { EC2Client } from "@aws-sdk/client-ec2";
 import { GetParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import { awsRequestHandler, requestTimeoutMs } from "../../core/kit/request_bounds.ts";
 import {
+  dependencyBlobKey,
   DEPLOYMENT_INDEX,
   imageManifestKey,
   type ImageRepository,
@@ -149,7 +150,7 @@ function manifestEntriesOf(items: PlannedDependency[], arch: Architecture): Depe
     version: i.version,
     sha256: i.sha256,
     size: i.size ?? 0,
-    key: `dependencies/blobs/sha256/${i.sha256}`,
+    key: dependencyBlobKey(i.sha256),
   }));
 }
 
