@@ -20,7 +20,7 @@ import {
   type WorkloadCaState,
 } from "../core/bucket/workload_ca_state.ts";
 import { storeOf } from "./cluster_reads.ts";
-import { formatAge, outputFormat } from "./output_format.ts";
+import { formatAge, outputFormat, table } from "./output_format.ts";
 
 /** The state, checked without the key (see the module comment). Throws when absent or invalid. */
 async function readCheckedState(
@@ -130,21 +130,16 @@ async function status(ctx: CommandContext): Promise<number> {
   }
   if (state?.certificates.length) {
     ctx.out("");
-    ctx.out(
-      `${"ROLE".padEnd(8)} ${"FINGERPRINT".padEnd(16)} ${"NOT BEFORE".padEnd(24)} ` +
-        `${"NOT AFTER".padEnd(24)} NOTE`,
-    );
+    const rows = [["ROLE", "FINGERPRINT", "NOT BEFORE", "NOT AFTER", "NOTE"]];
     for (const c of state.certificates) {
       const note = c.role === "next"
         ? `promote after ${c.promoteAfter}`
         : c.role === "retired"
         ? `retired at ${c.retiredAt}`
         : "";
-      ctx.out(
-        `${c.role.padEnd(8)} ${c.fingerprint.slice(0, 16)} ${c.notBefore.padEnd(24)} ` +
-          `${c.notAfter.padEnd(24)} ${note}`.trimEnd(),
-      );
+      rows.push([c.role, c.fingerprint.slice(0, 16), c.notBefore, c.notAfter, note]);
     }
+    for (const line of table(rows, { gap: 1, minWidths: [8, 16, 24, 24] })) ctx.out(line);
   }
   return healthy ? 0 : 1;
 }

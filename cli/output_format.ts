@@ -23,10 +23,19 @@ export function outputFormat<T extends string>(
   );
 }
 
-/** Aligned columns, three spaces apart. */
-export function table(rows: string[][]): string[] {
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join("   ").trimEnd());
+/**
+ * Aligned columns, `gap` spaces apart (default 3), each at least its `minWidths` entry wide; no
+ * line ends in a space.
+ */
+export function table(
+  rows: string[][],
+  options: { gap?: number; minWidths?: number[] } = {},
+): string[] {
+  const gap = " ".repeat(options.gap ?? 3);
+  const widths = rows[0].map((_, i) =>
+    Math.max(options.minWidths?.[i] ?? 0, ...rows.map((r) => r[i].length))
+  );
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join(gap).trimEnd());
 }
 
 /**

@@ -28,3 +28,10 @@ Deno.test("formatAge: kubectl's steps, negative clamped unless signed", () => {
   assert.equal(formatAge(-5_000), "0s");
   assert.equal(formatAge(-5_000, { signed: true }), "-5s");
 });
+
+Deno.test("table: a narrower gap and minimum widths keep fixed columns", () => {
+  assert.deepEqual(table([["ROLE", "NOTE"], ["next", "x"]], { gap: 1, minWidths: [8] }), [
+    "ROLE     NOTE",
+    "next     x",
+  ]);
+});
