@@ -28,7 +28,7 @@ import {
   defaultDistDir,
   RUNTIME_DEPENDENCY,
 } from "./agent_distribution.ts";
-import { readCatalogFile, requireFluentBit } from "./dependency_catalog.ts";
+import { type CatalogSpec, readCatalogFile, requireFluentBit } from "./dependency_catalog.ts";
 import { type LocalDependency, wantedDependencies } from "./dependency_sync.ts";
 import { DEFAULT_CATALOG } from "./default_catalog.ts";
 import { parseReleaseMirror, RELEASE_MIRROR_ENV, withReleaseVersions } from "./vendor_releases.ts";
@@ -65,39 +65,14 @@ export interface SetupPlan {
 /** Phase 1: flags checked, local artefacts read, the wanted dependency set. */
 export async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
   const { region, source: regionSource } = await resolveRegion(stringFlag(ctx, "region"));
-  const flags = parseSetupFlags({
-    cluster: stringFlag(ctx, "cluster"),
-    region,
-    vpcCidr: stringFlag(ctx, "vpc-cidr"),
-    nat64: stringFlag(ctx, "nat64"),
-    nodeGroups: stringsFlag(ctx, "nodegroup"),
-    workloadCaPublish: stringFlag(ctx, "workload-ca-publish"),
-    otelLogs: stringFlag(ctx, "otel-logs"),
-    kmsKeyArns: stringsFlag(ctx, "kms-key-arn"),
-    releaseVersions: {
-      kubelet: stringFlag(ctx, "kubernetes-version"),
-      crictl: stringFlag(ctx, "crictl-version"),
-      containerd: stringFlag(ctx, "containerd-version"),
-    },
-  });
-  if (natArchitectures(flags).length > 1) {
-    throw new UsageError("all NAT64 instance types must share one architecture", {
-      hint: "NAT64 instances share one user-data; use e.g. t4g.* everywhere",
-    });
-  }
+  const flags = setupFlagsOf(ctx, region);
   const dryRun = booleanFlag(ctx, "dry-run");
   const out = stringFlag(ctx, "out");
   if (dryRun && !out) {
     throw new UsageError("--dry-run needs --out DIR", { hint: "e.g. --dry-run --out ./plan" });
   }
   if (!dryRun && out) throw new UsageError("--out is only used with --dry-run");
-  const bucketUrl = stringFlag(ctx, "bucket") ?? Deno.env.get("PODMIN_BUCKET") ??
-    `s3://podmin-${flags.cluster}`;
-  if (!bucketUrl.startsWith("s3://")) {
-    throw new UsageError("setup needs an S3 cluster bucket (s3://NAME)", {
-      hint: "the filesystem store serves local clusters; AWS nodes read S3",
-    });
-  }
+  const bucketUrl = clusterBucketUrl(ctx, flags.cluster);
   const catalogFile = stringFlag(ctx, "dependency-catalog");
   const catalog = withReleaseVersions(
     catalogFile ? await readCatalogFile(catalogFile) : DEFAULT_CATALOG,
@@ -133,17 +108,7 @@ export async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
     })),
     ...agents.local,
   ];
-  const natArches = natArchitectures(flags);
-  const wanted = wantedDependencies({ catalog, local, architectures: allArches })
-    .filter((w) =>
-      w.name === "vmconfig" ||
-      // Node dependencies for node architectures (the runtime only where the agent needs it)…
-      (nodeArches.includes(w.arch) &&
-        (w.name !== RUNTIME_DEPENDENCY || agents.runtimeArches.includes(w.arch))) ||
-      // …and the NAT kind's pinned extras (Jool, SSM Agent) for the NAT architecture.
-      (natArches.includes(w.arch) &&
-        [...REQUIRED_DEPENDENCIES.nat, ...OPTIONAL_DEPENDENCIES.nat].includes(w.name))
-    );
+  const wanted = wantedFor({ catalog, local, allArches, nodeArches, flags, agents });
   return {
     flags,
     region,
@@ -165,6 +130,65 @@ export async function planSetup(ctx: CommandContext): Promise<SetupPlan> {
     wanted,
     allArches,
   };
+}
+
+/** setup's cluster flags, parsed and checked (NAT64 instances share one architecture). */
+function setupFlagsOf(ctx: CommandContext, region: string): SetupFlags {
+  const flags = parseSetupFlags({
+    cluster: stringFlag(ctx, "cluster"),
+    region,
+    vpcCidr: stringFlag(ctx, "vpc-cidr"),
+    nat64: stringFlag(ctx, "nat64"),
+    nodeGroups: stringsFlag(ctx, "nodegroup"),
+    workloadCaPublish: stringFlag(ctx, "workload-ca-publish"),
+    otelLogs: stringFlag(ctx, "otel-logs"),
+    kmsKeyArns: stringsFlag(ctx, "kms-key-arn"),
+    releaseVersions: {
+      kubelet: stringFlag(ctx, "kubernetes-version"),
+      crictl: stringFlag(ctx, "crictl-version"),
+      containerd: stringFlag(ctx, "containerd-version"),
+    },
+  });
+  if (natArchitectures(flags).length > 1) {
+    throw new UsageError("all NAT64 instance types must share one architecture", {
+      hint: "NAT64 instances share one user-data; use e.g. t4g.* everywhere",
+    });
+  }
+  return flags;
+}
+
+/** The cluster bucket: --bucket, $PODMIN_BUCKET or s3://podmin-<cluster>; S3 only. */
+function clusterBucketUrl(ctx: CommandContext, cluster: string): string {
+  const bucketUrl = stringFlag(ctx, "bucket") ?? Deno.env.get("PODMIN_BUCKET") ??
+    `s3://podmin-${cluster}`;
+  if (!bucketUrl.startsWith("s3://")) {
+    throw new UsageError("setup needs an S3 cluster bucket (s3://NAME)", {
+      hint: "the filesystem store serves local clusters; AWS nodes read S3",
+    });
+  }
+  return bucketUrl;
+}
+
+/** The dependencies the nodes and NAT instances need, out of everything the catalog pins. */
+function wantedFor(o: {
+  catalog: CatalogSpec;
+  local: LocalDependency[];
+  allArches: Architecture[];
+  nodeArches: Architecture[];
+  flags: SetupFlags;
+  agents: AgentDistributions;
+}): ReturnType<typeof wantedDependencies> {
+  const natArches = natArchitectures(o.flags);
+  return wantedDependencies({ catalog: o.catalog, local: o.local, architectures: o.allArches })
+    .filter((w) =>
+      w.name === "vmconfig" ||
+      // Node dependencies for node architectures (the runtime only where the agent needs it)…
+      (o.nodeArches.includes(w.arch) &&
+        (w.name !== RUNTIME_DEPENDENCY || o.agents.runtimeArches.includes(w.arch))) ||
+      // …and the NAT kind's pinned extras (Jool, SSM Agent) for the NAT architecture.
+      (natArches.includes(w.arch) &&
+        [...REQUIRED_DEPENDENCIES.nat, ...OPTIONAL_DEPENDENCIES.nat].includes(w.name))
+    );
 }
 
 /**
