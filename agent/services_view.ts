@@ -8,7 +8,7 @@
 import { SERVICE_INDEX } from "../core/bucket/bucket_layout.ts";
 import { LIMITS } from "../core/kit/limits.ts";
 import type { ObjectStore } from "../core/store/object_store.ts";
-import type { Deployment, Service } from "../core/model/resources.ts";
+import { type Deployment, selectorMatches, type Service } from "../core/model/resources.ts";
 import {
   emptyServiceIndex,
   parseServiceIndex,
@@ -28,12 +28,6 @@ export function serviceDnsNames(
 ): string[] {
   const base = `${service.name}.${service.namespace}.svc`;
   return [`${base}.${clusterDomain}`, base];
-}
-
-/** True when every selector label is on the Pod (an empty selector selects nothing). */
-export function selects(selector: Record<string, string>, labels: Record<string, string>): boolean {
-  const entries = Object.entries(selector);
-  return entries.length > 0 && entries.every(([k, v]) => labels[k] === v);
 }
 
 /** One Service: its index entry (VIP) and its spec. */
@@ -140,7 +134,9 @@ export class ServicesView {
     const { namespace } = deployment.metadata;
     const labels = deployment.spec.template.metadata?.labels ?? {};
     const names = this.#services
-      .filter((s) => s.entry.namespace === namespace && selects(s.spec.spec.selector, labels))
+      .filter((s) =>
+        s.entry.namespace === namespace && selectorMatches(s.spec.spec.selector, labels)
+      )
       .flatMap((s) => serviceDnsNames(s.entry, this.#domain));
     return [...new Set(names)].sort();
   }

@@ -5,12 +5,13 @@
  */
 
 import * as path from "node:path";
+import { writeFileAtomic } from "../core/store/atomic_write.ts";
 
-/** Writes `value` as JSON to `file` atomically, creating its directory. */
+/** Writes `value` as JSON to `file` atomically (not durable), creating its directory. */
 export async function writeJsonStatus(file: string, value: unknown): Promise<void> {
   await Deno.mkdir(path.dirname(file), { recursive: true, mode: 0o755 });
-  await Deno.writeTextFile(`${file}.tmp`, JSON.stringify(value, null, 2) + "\n");
-  await Deno.rename(`${file}.tmp`, file);
+  // Not durable: every pass writes its status again, so a crash costs a stale copy, never a torn one.
+  await writeFileAtomic(file, JSON.stringify(value, null, 2) + "\n", { durable: false });
 }
 
 /** Reads a JSON status file; undefined when it does not exist. */

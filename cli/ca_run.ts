@@ -8,7 +8,7 @@
 import { type LeaseDocument, parseLeaseDocument } from "../core/bucket/bucket_lease.ts";
 import { WORKLOAD_CA_LEASE, WORKLOAD_CA_STATE } from "../core/bucket/bucket_layout.ts";
 import { parseCertificatesPem } from "../core/crypto/certificates.ts";
-import { type CommandContext, stringFlag } from "../core/kit/cli_kit.ts";
+import { type CommandContext } from "../core/kit/cli_kit.ts";
 import { PodminError, UsageError } from "../core/kit/errors.ts";
 import { getIfExists, type ObjectStore } from "../core/store/object_store.ts";
 import {
@@ -20,6 +20,7 @@ import {
   type WorkloadCaState,
 } from "../core/bucket/workload_ca_state.ts";
 import { storeOf } from "./cluster_reads.ts";
+import { formatAge, outputFormat, table } from "./output_format.ts";
 
 /** The state, checked without the key (see the module comment). Throws when absent or invalid. */
 async function readCheckedState(
@@ -55,23 +56,8 @@ async function readLease(
   }
 }
 
-function outputFormat(ctx: CommandContext): "text" | "json" {
-  const o = stringFlag(ctx, "output") ?? "text";
-  if (o !== "text" && o !== "json") {
-    throw new UsageError(`--output must be text or json, not ${JSON.stringify(o)}`);
-  }
-  return o;
-}
-
-function age(iso: string, now: number): string {
-  const s = Math.round((now - Date.parse(iso)) / 1000);
-  if (Math.abs(s) < 120) return `${s}s`;
-  if (Math.abs(s) < 7200) return `${Math.round(s / 60)}m`;
-  return `${Math.round(s / 3600)}h`;
-}
-
 async function status(ctx: CommandContext): Promise<number> {
-  const format = outputFormat(ctx);
+  const format = outputFormat(ctx, { formats: ["text", "json"], fallback: "text" });
   const store = await storeOf(ctx);
   const now = Date.now();
   const lease = await readLease(store);
@@ -119,7 +105,9 @@ async function status(ctx: CommandContext): Promise<number> {
   else {
     ctx.out(
       `Leader:       ${lease.holder} (term ${lease.term})${lease.released ? ", released" : ""}, ` +
-        `renewed ${age(lease.renewedAt, now)} ago by its clock, lease ${lease.durationMs / 1000}s`,
+        `renewed ${
+          formatAge(now - Date.parse(lease.renewedAt), { signed: true })
+        } ago by its clock, lease ${lease.durationMs / 1000}s`,
     );
   }
   if (state) {
@@ -142,21 +130,16 @@ async function status(ctx: CommandContext): Promise<number> {
   }
   if (state?.certificates.length) {
     ctx.out("");
-    ctx.out(
-      `${"ROLE".padEnd(8)} ${"FINGERPRINT".padEnd(16)} ${"NOT BEFORE".padEnd(24)} ` +
-        `${"NOT AFTER".padEnd(24)} NOTE`,
-    );
+    const rows = [["ROLE", "FINGERPRINT", "NOT BEFORE", "NOT AFTER", "NOTE"]];
     for (const c of state.certificates) {
       const note = c.role === "next"
         ? `promote after ${c.promoteAfter}`
         : c.role === "retired"
         ? `retired at ${c.retiredAt}`
         : "";
-      ctx.out(
-        `${c.role.padEnd(8)} ${c.fingerprint.slice(0, 16)} ${c.notBefore.padEnd(24)} ` +
-          `${c.notAfter.padEnd(24)} ${note}`.trimEnd(),
-      );
+      rows.push([c.role, c.fingerprint.slice(0, 16), c.notBefore, c.notAfter, note]);
     }
+    for (const line of table(rows, { gap: 1, minWidths: [8, 16, 24, 24] })) ctx.out(line);
   }
   return healthy ? 0 : 1;
 }

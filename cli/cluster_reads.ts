@@ -11,6 +11,7 @@ import {
   type ImageRepository,
   imageTagKey,
   parseImageRepository,
+  parseImageTagKey,
   PREFIXES,
 } from "../core/bucket/bucket_layout.ts";
 import { bucketUrl, type CommandContext } from "../core/kit/cli_kit.ts";
@@ -19,7 +20,12 @@ import { readDeploymentIndex } from "../core/bucket/deployment_index.ts";
 import { isDigest, sha256Hex } from "../core/kit/digest.ts";
 import { NotFoundError, UsageError } from "../core/kit/errors.ts";
 import { REGISTRY_HOSTNAME } from "../core/model/image_ref.ts";
-import type { Deployment, Resource, Service } from "../core/model/resources.ts";
+import {
+  type Deployment,
+  type Resource,
+  selectorMatches,
+  type Service,
+} from "../core/model/resources.ts";
 import { readServiceIndex } from "../core/bucket/service_index.ts";
 import { readSpec } from "../core/bucket/spec_objects.ts";
 import { getIfExists, type ObjectStore } from "../core/store/object_store.ts";
@@ -280,18 +286,10 @@ export async function listTags(store: ObjectStore): Promise<StoredTag[]> {
   const out: StoredTag[] = [];
   for (const root of [PREFIXES.apps, PREFIXES.mirror]) {
     for await (const o of store.list(root)) {
-      const i = o.key.lastIndexOf("/_tags/");
-      if (i < 0) continue;
-      const repository = o.key.slice(0, i);
-      const tag = o.key.slice(i + "/_tags/".length);
-      let key: string;
-      try {
-        key = imageTagKey(parseImageRepository(repository), tag);
-      } catch {
-        continue; // not a key Podmin writes
-      }
-      if (key !== o.key) continue;
-      const got = await store.get(key);
+      const parsed = parseImageTagKey(o.key);
+      if (!parsed) continue; // not a tag key Podmin writes
+      const { repository, tag } = parsed;
+      const got = await store.get(o.key);
       if (got.notModified) continue;
       out.push({ repository, tag, digest: `sha256:${sha256Hex(got.body)}` });
     }
@@ -335,7 +333,5 @@ export const NO_NODE_RECORDS = "no node records (no agent has reported to dns/no
 
 /** True when a Service's selector selects the Deployment's Pods. */
 export function selects(service: Service, d: Deployment): boolean {
-  const labels = d.spec.template.metadata?.labels ?? {};
-  const sel = Object.entries(service.spec.selector);
-  return sel.length > 0 && sel.every(([k, v]) => labels[k] === v);
+  return selectorMatches(service.spec.selector, d.spec.template.metadata?.labels ?? {});
 }

@@ -4,8 +4,7 @@
  */
 
 import { isStale } from "../core/bucket/node_record.ts";
-import { type CommandContext, stringFlag } from "../core/kit/cli_kit.ts";
-import { UsageError } from "../core/kit/errors.ts";
+import { type CommandContext } from "../core/kit/cli_kit.ts";
 import { REGISTRY_HOSTNAME } from "../core/model/image_ref.ts";
 import type { Deployment } from "../core/model/resources.ts";
 import {
@@ -16,16 +15,11 @@ import {
   readObjects,
   storeOf,
 } from "./cluster_reads.ts";
-import { table } from "./get_run.ts";
+import { outputFormat, table } from "./output_format.ts";
 
 /** `podmin images`. */
 export async function runImages(ctx: CommandContext): Promise<number | void> {
-  const output = stringFlag(ctx, "output") ?? "table";
-  if (output !== "table" && output !== "json") {
-    throw new UsageError(`-o: unknown output format ${JSON.stringify(output)}`, {
-      hint: "use table or json",
-    });
-  }
+  const output = outputFormat(ctx, { formats: ["table", "json"], fallback: "table" });
   const tags = await listTags(await storeOf(ctx));
   if (output === "json") {
     ctx.out(JSON.stringify(tags, null, 2));

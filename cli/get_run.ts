@@ -4,7 +4,7 @@
  */
 
 import { isStale, type NodeRecord } from "../core/bucket/node_record.ts";
-import { closest, type CommandContext, stringFlag } from "../core/kit/cli_kit.ts";
+import { type CommandContext, stringFlag } from "../core/kit/cli_kit.ts";
 import { UsageError } from "../core/kit/errors.ts";
 import { checkNamespace, DEFAULT_NAMESPACE } from "../core/model/names.ts";
 import type { ObjectStore } from "../core/store/object_store.ts";
@@ -24,12 +24,7 @@ import {
   storeOf,
 } from "./cluster_reads.ts";
 import { parseLabelSelector } from "./label_selector.ts";
-
-/** Aligned columns, three spaces apart. */
-export function table(rows: string[][]): string[] {
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join("   ").trimEnd());
-}
+import { formatAge, outputFormat, table } from "./output_format.ts";
 
 const labelText = (labels: Record<string, string> | undefined) =>
   Object.entries(labels ?? {}).map(([k, v]) => `${k}=${v}`).join(",") || "<none>";
@@ -39,7 +34,7 @@ function documentOf(o: StoredObject): Resource & { status?: { vip: string } } {
   return o.vip ? { ...o.spec, status: { vip: o.vip } } : o.spec;
 }
 
-const OUTPUTS = ["table", "wide", "json", "yaml", "name"];
+const OUTPUTS = ["table", "wide", "json", "yaml", "name"] as const;
 
 /** `podmin get`. */
 export async function runGet(ctx: CommandContext): Promise<number | void> {
@@ -48,16 +43,7 @@ export async function runGet(ctx: CommandContext): Promise<number | void> {
     return await getNodes(ctx, names);
   }
   const kind = kindOf(kindArg, "get");
-  const output = stringFlag(ctx, "output") ?? "table";
-  if (!OUTPUTS.includes(output)) {
-    const near = closest(output, OUTPUTS);
-    throw new UsageError(
-      `-o: unknown output format ${JSON.stringify(output)}${near ? `; did you mean ${near}?` : ""}`,
-      {
-        hint: `use ${OUTPUTS.join(", ")}`,
-      },
-    );
-  }
+  const output = outputFormat(ctx, { formats: OUTPUTS, fallback: "table" });
   const nsFlag = stringFlag(ctx, "namespace");
   if (nsFlag !== undefined && ctx.values["all-namespaces"] === true) {
     throw new UsageError("give -A and -n NS, not both", {
@@ -206,7 +192,7 @@ async function getNodes(ctx: CommandContext, names: string[]): Promise<void> {
       r.nodeGroup,
       r.nodeId,
       r.address || "-",
-      `${age(now - Date.parse(r.heartbeat))} ago`,
+      `${formatAge(now - Date.parse(r.heartbeat))} ago`,
       isStale(r, now) ? "Stale" : r.converged ? "Converged" : "NotConverged",
       `${written}/${r.deployments.length}`,
       ...(output === "wide"
@@ -220,15 +206,6 @@ async function getNodes(ctx: CommandContext, names: string[]): Promise<void> {
   }
   for (const line of table(rows)) ctx.out(line);
   for (const r of shown) if (r.problem) ctx.err(`warning: node ${r.nodeId}: ${r.problem}`);
-}
-
-/** A duration as kubectl prints ages: 45s, 3m, 2h, 4d. */
-function age(ms: number): string {
-  const s = Math.max(0, Math.floor(ms / 1000));
-  if (s < 120) return `${s}s`;
-  if (s < 7200) return `${Math.floor(s / 60)}m`;
-  if (s < 172800) return `${Math.floor(s / 3600)}h`;
-  return `${Math.floor(s / 86400)}d`;
 }
 
 async function describeDeployment(ctx: CommandContext, store: ObjectStore, o: StoredObject) {

@@ -4,6 +4,8 @@
  * Run as a filter: `podmin-agent run … 2>&1 | deno run cli/log_lines.ts`.
  */
 
+import { forEachLine } from "../core/kit/stream_lines.ts";
+
 /** One log line in readable form. */
 export function readableLogLine(line: string): string {
   let entry: unknown;
@@ -24,12 +26,5 @@ export function readableLogLine(line: string): string {
 }
 
 if (import.meta.main) {
-  let rest = "";
-  const decoder = new TextDecoder();
-  for await (const chunk of Deno.stdin.readable) {
-    const lines = (rest + decoder.decode(chunk, { stream: true })).split("\n");
-    rest = lines.pop()!;
-    for (const l of lines) console.log(readableLogLine(l));
-  }
-  if (rest) console.log(readableLogLine(rest));
+  await forEachLine(Deno.stdin.readable, (l) => console.log(readableLogLine(l)));
 }

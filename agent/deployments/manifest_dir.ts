@@ -5,6 +5,7 @@
  */
 
 import * as path from "node:path";
+import { writeFileAtomic } from "../../core/store/atomic_write.ts";
 import { isOwnedManifest, MANIFEST_FILE_PATTERN } from "./static_pod.ts";
 
 /** What one convergence of the directory did. */
@@ -90,17 +91,12 @@ export class ManifestDir {
     return changes;
   }
 
-  async #writeAtomic(name: string, bytes: Uint8Array): Promise<void> {
-    const tmp = path.join(this.dir, `.${name}.tmp`);
-    const file = await Deno.open(tmp, { write: true, create: true, truncate: true, mode: 0o644 });
-    try {
-      let off = 0;
-      while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
-      await file.sync();
-    } finally {
-      file.close();
-    }
-    await Deno.rename(tmp, path.join(this.dir, name));
+  /** Durable: the temporary dot-file matches TEMP_FILE_PATTERN, so a crashed write is cleaned up. */
+  #writeAtomic(name: string, bytes: Uint8Array): Promise<void> {
+    return writeFileAtomic(path.join(this.dir, name), bytes, {
+      mode: 0o644,
+      temp: path.join(this.dir, `.${name}.tmp`),
+    });
   }
 }
 

@@ -7,7 +7,7 @@
 
 import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
 import { formatIpv6, parseIpv6 } from "../../core/model/ipv6.ts";
-import { selects } from "../services_view.ts";
+import { selectorMatches } from "../../core/model/resources.ts";
 import type { KnownService } from "../services_view.ts";
 import type { PodInfo } from "./pod_proto.ts";
 
@@ -25,7 +25,7 @@ export function localEndpoints(
     const ips = new Set<string>();
     for (const p of pods) {
       if (!p.ready || p.namespace !== s.entry.namespace) continue;
-      if (!selects(s.spec.spec.selector, p.labels)) continue;
+      if (!selectorMatches(s.spec.spec.selector, p.labels)) continue;
       for (const ip of p.ips) {
         if (!ip.includes(":")) continue;
         try {

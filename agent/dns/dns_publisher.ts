@@ -7,6 +7,7 @@
 
 import * as path from "node:path";
 import type { Logger } from "../../core/kit/log.ts";
+import { writeFileAtomic } from "../../core/store/atomic_write.ts";
 import type { ServicesView } from "../services_view.ts";
 import { nextSerial, renderZone, zoneSerial } from "./zone_file.ts";
 
@@ -61,11 +62,12 @@ export class DnsPublisher {
       if (body !== this.#body || !await exists(this.zoneFile)) {
         const serial = nextSerial(this.#serial, now);
         await Deno.mkdir(this.#o.dir, { recursive: true, mode: 0o755 });
-        const tmp = `${this.zoneFile}.tmp`;
-        await Deno.writeTextFile(tmp, renderZone({ domain: this.#o.domain, serial, services }), {
-          mode: 0o644,
-        });
-        await Deno.rename(tmp, this.zoneFile);
+        // Not durable: the first pass after a restart writes the zone again.
+        await writeFileAtomic(
+          this.zoneFile,
+          renderZone({ domain: this.#o.domain, serial, services }),
+          { mode: 0o644, durable: false },
+        );
         this.#body = body;
         this.#serial = serial;
         this.#o.log.info("dns zone written", { serial, services: services.length });

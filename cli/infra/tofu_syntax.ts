@@ -14,7 +14,7 @@
  *
  * It does not parse HCL expressions fully (the tests additionally run HashiCorp's own parser
  * over the serialized configuration) and knows no provider schemas (`tofu validate` does; the
- * tests check the provider's schema with `provider_schema_check.ts`).
+ * tests check the provider's schema with `tests/support/provider_schema_check.ts`).
  */
 
 import { ValidationError } from "../../core/kit/errors.ts";

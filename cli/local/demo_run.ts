@@ -21,6 +21,7 @@ import { nodePaths, readState } from "./local_node.ts";
 import { fetchPinnedBinaries, PinnedDownloadError } from "./node_binaries.ts";
 import { buildFromSource } from "./source_build.ts";
 import { DEFAULT_CATALOG } from "../setup/default_catalog.ts";
+import { forEachLine } from "../../core/kit/stream_lines.ts";
 
 const HELP = `Usage: sudo deno task demo [flags]
 
@@ -263,24 +264,11 @@ class Demo {
       stderr: "piped",
     }).spawn();
     let text = "";
-    const pump = async (s: ReadableStream<Uint8Array>) => {
-      let pending = "";
-      for await (
-        const chunk of s.pipeThrough(new TextDecoderStream() as TransformStream<Uint8Array, string>)
-      ) {
-        pending += chunk;
-        const lines = pending.split("\n");
-        pending = lines.pop()!;
-        for (const l of lines) {
-          text += l + "\n";
-          if (o.show !== false) this.#c.out(`     ${l}`);
-        }
-      }
-      if (pending) {
-        text += pending;
-        if (o.show !== false) this.#c.out(`     ${pending}`);
-      }
-    };
+    const pump = (s: ReadableStream<Uint8Array>) =>
+      forEachLine(s, (l, newline) => {
+        text += newline ? `${l}\n` : l;
+        if (o.show !== false) this.#c.out(`     ${l}`);
+      });
     await Promise.all([pump(child.stdout), pump(child.stderr)]);
     const { code } = await child.status;
     if (code !== 0 && !o.allowFail) {

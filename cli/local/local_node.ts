@@ -31,6 +31,7 @@ import { newCaPem } from "../setup/cluster_cas.ts";
 import { PodminError } from "../../core/kit/errors.ts";
 import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
 import { createBucket, openStore } from "../../core/store/store_url.ts";
+import { writeFileAtomic } from "../../core/store/atomic_write.ts";
 import {
   mirroredImageRef,
   mirrorPathOf,
@@ -177,13 +178,7 @@ export async function readState(stateDir: string): Promise<LocalState | undefine
 }
 
 async function writeState(stateDir: string, s: LocalState): Promise<void> {
-  const p = nodePaths(stateDir).state;
-  const tmp = `${p}.tmp`;
-  await Deno.writeTextFile(tmp, JSON.stringify(s, null, 2) + "\n");
-  const f = await Deno.open(tmp, { read: true });
-  await f.sync();
-  f.close();
-  await Deno.rename(tmp, p);
+  await writeFileAtomic(nodePaths(stateDir).state, JSON.stringify(s, null, 2) + "\n");
 }
 
 /** Options of `localUp`. */
@@ -346,15 +341,13 @@ async function ensureLocalCaKey(
   if (!await exists(clusterCa)) {
     await Deno.mkdir(path.dirname(clusterCa), { recursive: true, mode: 0o700 });
     const ca = await newCaPem("podmin local cluster CA");
-    await Deno.writeTextFile(`${clusterCa}.tmp`, `${ca.certPem}${ca.keyPem}`, { mode: 0o600 });
-    await Deno.rename(`${clusterCa}.tmp`, clusterCa);
+    await writeFileAtomic(clusterCa, `${ca.certPem}${ca.keyPem}`, { mode: 0o600 });
   }
   const file = path.join(o.runPodmin, LOCAL_CA_KEY.slice("/run/podmin/".length));
   if (await exists(file)) return;
   await Deno.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   const pem = await privateKeyPem((await generateKeyPair()).privateKey);
-  await Deno.writeTextFile(`${file}.tmp`, pem, { mode: 0o600 });
-  await Deno.rename(`${file}.tmp`, file);
+  await writeFileAtomic(file, pem, { mode: 0o600 });
   for (const key of IDENTITY_WRITES) await o.store.delete(key);
   o.log("new workload CA key on the node's tmpfs: the local workload CA starts over");
 }

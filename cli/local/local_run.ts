@@ -20,6 +20,7 @@ import {
 } from "./local_node.ts";
 import { fetchPinnedBinaries, resolveBinaries } from "./node_binaries.ts";
 import { lastErrorLines } from "./node_processes.ts";
+import { table } from "../output_format.ts";
 
 /** The argv that runs podmin-agent from here. */
 async function agentCommand(explicit?: string): Promise<string[]> {
@@ -186,19 +187,15 @@ async function status(ctx: CommandContext, stateDir: string, agent: string[]): P
       kubeletLog: path.join(p.logs, "kubelet.log"),
     });
     ctx.out("");
-    ctx.out(
-      `${"NAMESPACE".padEnd(12)} ${"POD".padEnd(40)} ${"STATE".padEnd(9)} ${
-        "IPV6".padEnd(28)
-      } CONTAINERS`,
-    );
-    for (const r of rows) {
-      ctx.out(
-        `${r.namespace.padEnd(12)} ${r.name.padEnd(40)} ${r.state.padEnd(9)} ${
-          r.ip.padEnd(28)
-        } ${r.containers}`,
-      );
+    const lines = table([
+      ["NAMESPACE", "POD", "STATE", "IPV6", "CONTAINERS"],
+      ...rows.map((r) => [r.namespace, r.name, r.state, r.ip, r.containers]),
+    ], { gap: 1, minWidths: [12, 40, 9, 28] });
+    ctx.out(lines[0]);
+    rows.forEach((r, i) => {
+      ctx.out(lines[i + 1]);
       if (r.problem) ctx.out(`  ${r.name}: ${r.problem}`);
-    }
+    });
     if (!rows.length) ctx.out("(no Pods)");
   }
   return healthy ? 0 : 1;

@@ -8,6 +8,7 @@
 import * as path from "node:path";
 import { PodminError } from "../../core/kit/errors.ts";
 import type { Catalog } from "../setup/dependency_catalog.ts";
+import { forEachLine } from "../../core/kit/stream_lines.ts";
 
 /** The programs the script builds, in the catalogue's names. */
 export const SOURCE_BUILT = ["kubelet", "containerd", "crictl", "coredns"] as const;
@@ -53,18 +54,7 @@ export async function buildFromSource(o: SourceBuildOptions): Promise<string[]> 
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const pump = async (s: ReadableStream<Uint8Array>) => {
-    let pending = "";
-    for await (
-      const chunk of s.pipeThrough(new TextDecoderStream() as TransformStream<Uint8Array, string>)
-    ) {
-      pending += chunk;
-      const lines = pending.split("\n");
-      pending = lines.pop()!;
-      for (const l of lines) o.log(l);
-    }
-    if (pending) o.log(pending);
-  };
+  const pump = (s: ReadableStream<Uint8Array>) => forEachLine(s, o.log);
   await Promise.all([pump(child.stdout), pump(child.stderr)]);
   const { code } = await child.status;
   if (code !== 0) {

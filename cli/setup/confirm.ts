@@ -25,12 +25,7 @@ export async function confirmDestructive(
   },
 ): Promise<void> {
   if (options.yes) return;
-  const terminal = options.isTerminal ?? Deno.stdin.isTerminal();
-  if (!terminal && !options.readLine) {
-    throw new UsageError(`refusing to ${options.what} without confirmation`, {
-      hint: "pass --yes (there is no terminal to ask on)",
-    });
-  }
+  refuseWithoutTerminal(options);
   options.err(`This will ${options.what}.`);
   (options.prompt ?? writeStderr)(`Type the cluster name (${options.cluster}) to confirm: `);
   const line = await (options.readLine ?? readStdinLine)();
@@ -51,12 +46,7 @@ export async function confirmPlan(
   },
 ): Promise<void> {
   if (options.yes) return;
-  const terminal = options.isTerminal ?? Deno.stdin.isTerminal();
-  if (!terminal && !options.readLine) {
-    throw new UsageError(`refusing to ${options.what} without confirmation`, {
-      hint: "pass --yes (there is no terminal to ask on)",
-    });
-  }
+  refuseWithoutTerminal(options);
   (options.prompt ?? writeStderr)(`${options.question} [y/N] `);
   const line = (await (options.readLine ?? readStdinLine)())?.trim().toLowerCase();
   if (line !== "y" && line !== "yes") {
@@ -76,4 +66,14 @@ async function readStdinLine(): Promise<string | null> {
   const buf = new Uint8Array(1024);
   const n = await Deno.stdin.read(buf);
   return n === null ? null : new TextDecoder().decode(buf.subarray(0, n)).split("\n")[0];
+}
+
+/** Without a terminal to ask on (and no injected answer), refuses to `what` at all. */
+function refuseWithoutTerminal(options: Asking & { what: string }): void {
+  const terminal = options.isTerminal ?? Deno.stdin.isTerminal();
+  if (!terminal && !options.readLine) {
+    throw new UsageError(`refusing to ${options.what} without confirmation`, {
+      hint: "pass --yes (there is no terminal to ask on)",
+    });
+  }
 }

@@ -2,7 +2,8 @@
  * The local dependency cache: `<dir>/sha256/<hex>`, one file per digest.
  * Every entry is validated independently (re-hashed) before reuse; a corrupt
  * entry is removed and downloaded again, the others are kept. Downloads go to
- * a temp file and are renamed in only after their digest (and size) matched.
+ * a temp file and are renamed in only after their digest (and size) matched, durably
+ * (core/store/atomic_write.ts).
  * A file pinned inside an archive (the Deno runtime in its npm package) is
  * cached as the extracted member: the archive must match its registry
  * integrity, the member its sha256.
@@ -13,6 +14,7 @@ import * as path from "node:path";
 import { Sha256Counter } from "../../core/kit/digest.ts";
 import { DigestMismatchError, UnavailableError } from "../../core/kit/errors.ts";
 import { progress } from "../../core/kit/progress.ts";
+import { renameIntoPlace, syncFile, writeFileAtomic } from "../../core/store/atomic_write.ts";
 
 /** What `ensure` did for one file. */
 export type CacheOutcome = "reused" | "downloaded" | "replaced-corrupt";
@@ -95,9 +97,7 @@ export class DependencyCache {
   async put(bytes: Uint8Array, sha256: string): Promise<string> {
     const p = this.pathOf(sha256);
     await Deno.mkdir(path.dirname(p), { recursive: true });
-    const tmp = `${p}.${crypto.randomUUID()}.tmp`;
-    await Deno.writeFile(tmp, bytes);
-    await Deno.rename(tmp, p);
+    await writeFileAtomic(p, bytes);
     return p;
   }
 
@@ -145,7 +145,8 @@ export class DependencyCache {
           { hint: "the archive matches its integrity but not the pinned member: check the pin" },
         );
       }
-      await Deno.rename(extracted, p);
+      await syncFile(extracted);
+      await renameIntoPlace(extracted, p);
       return { path: p, size: got.size, outcome: cached ? "replaced-corrupt" : "downloaded" };
     } finally {
       await Deno.remove(work, { recursive: true }).catch(() => {});
@@ -251,7 +252,7 @@ export class DependencyCache {
         },
       );
     }
-    await Deno.rename(tmp, target);
+    await renameIntoPlace(tmp, target);
     bar.done();
     return h.bytes;
   }

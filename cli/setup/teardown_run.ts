@@ -139,25 +139,42 @@ function context(ctx: CommandContext) {
   return { cluster, region, store, workDir };
 }
 
-/** `podmin teardown` (tests inject `deps`). */
-export async function runTeardown(ctx: CommandContext, deps: TeardownDeps = {}): Promise<void> {
-  const { cluster, store, workDir } = context(ctx);
+/**
+ * What teardown and destroy begin with: the confirmation (unless --yes) to do `what`, then the
+ * infrastructure torn down; `removed` is false when there was none.
+ */
+async function confirmThenTearDown(
+  ctx: CommandContext,
+  deps: TeardownDeps,
+  o: { command: "teardown" | "destroy"; what: (c: ReturnType<typeof context>) => string },
+): Promise<ReturnType<typeof context> & { removed: boolean }> {
+  const c = context(ctx);
   await confirmDestructive({
     yes: booleanFlag(ctx, "yes"),
-    cluster,
-    what: `destroy the VMs, networks and roles of cluster ${cluster} (the bucket and CAs are kept)`,
+    cluster: c.cluster,
+    what: o.what(c),
     err: ctx.err,
     readLine: deps.readLine,
     isTerminal: deps.isTerminal,
   });
   const removed = await teardownInfra({
-    store,
-    cluster,
-    workDir,
+    store: c.store,
+    cluster: c.cluster,
+    workDir: c.workDir,
     log: ctx.err,
     tofuBinary: deps.tofuBinary,
     forceUnlock: stringFlag(ctx, "force-unlock"),
+    command: o.command,
+  });
+  return { ...c, removed };
+}
+
+/** `podmin teardown` (tests inject `deps`). */
+export async function runTeardown(ctx: CommandContext, deps: TeardownDeps = {}): Promise<void> {
+  const { cluster, store, removed } = await confirmThenTearDown(ctx, deps, {
     command: "teardown",
+    what: ({ cluster }) =>
+      `destroy the VMs, networks and roles of cluster ${cluster} (the bucket and CAs are kept)`,
   });
   ctx.out(
     removed
@@ -168,28 +185,12 @@ export async function runTeardown(ctx: CommandContext, deps: TeardownDeps = {}):
 
 /** `podmin destroy` (tests inject `deps`). */
 export async function runDestroy(ctx: CommandContext, deps: TeardownDeps = {}): Promise<void> {
-  const { cluster, region, store, workDir } = context(ctx);
-  await confirmDestructive({
-    yes: booleanFlag(ctx, "yes"),
-    cluster,
-    what: `permanently delete cluster ${cluster}: its infrastructure, ${store.url} and its CA keys`,
-    err: ctx.err,
-    readLine: deps.readLine,
-    isTerminal: deps.isTerminal,
+  const { cluster, region, store, removed } = await confirmThenTearDown(ctx, deps, {
+    command: "destroy",
+    what: ({ cluster, store }) =>
+      `permanently delete cluster ${cluster}: its infrastructure, ${store.url} and its CA keys`,
   });
-  if (
-    !await teardownInfra({
-      store,
-      cluster,
-      workDir,
-      log: ctx.err,
-      tofuBinary: deps.tofuBinary,
-      forceUnlock: stringFlag(ctx, "force-unlock"),
-      command: "destroy",
-    })
-  ) {
-    ctx.err(`no ${INFRA_CONFIG} in ${store.url}: no infrastructure to tear down`);
-  }
+  if (!removed) ctx.err(`no ${INFRA_CONFIG} in ${store.url}: no infrastructure to tear down`);
   const deleted = await deleteClusterCas({
     ssm: new SSMClient({ region, requestHandler: awsRequestHandler(requestTimeoutMs()) }),
     cluster,

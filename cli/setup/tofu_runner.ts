@@ -5,6 +5,7 @@
  */
 
 import { PodminError, UsageError } from "../../core/kit/errors.ts";
+import { forEachLine } from "../../core/kit/stream_lines.ts";
 
 /** Options of `runTofu`. */
 export interface TofuOptions {
@@ -49,17 +50,8 @@ async function run(binary: string, args: string[], o: TofuOptions): Promise<void
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const pump = async (stream: ReadableStream<Uint8Array>) => {
-    let buf = "";
-    const decoder = new TextDecoder();
-    for await (const bytes of stream) {
-      buf += decoder.decode(bytes, { stream: true });
-      const lines = buf.split("\n");
-      buf = lines.pop()!;
-      for (const l of lines) o.log?.(`  ${l}`);
-    }
-    if (buf) o.log?.(`  ${buf}`);
-  };
+  const pump = (stream: ReadableStream<Uint8Array>) =>
+    forEachLine(stream, (l) => o.log?.(`  ${l}`));
   const [status] = await Promise.all([child.status, pump(child.stdout), pump(child.stderr)]);
   if (!status.success) {
     throw new PodminError(`${binary} ${args[0]} failed (exit ${status.code})`, {

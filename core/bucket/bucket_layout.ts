@@ -8,12 +8,9 @@
 
 import { ValidationError } from "../kit/errors.ts";
 import {
-  checkClusterId,
   checkMirrorHost,
-  checkNamespace,
   checkNodeGroup,
   checkNodeId,
-  checkObjectName,
   checkRepository,
   checkSha256Hex,
   checkTag,
@@ -76,13 +73,6 @@ export const SERVICE_INDEX = "services/index.json";
 /** An immutable, content-addressed Service spec. */
 export function serviceSpecKey(sha256: string): string {
   return `services/specs/sha256/${checkSha256Hex(sha256)}.json`;
-}
-
-// --- nodegroups/ --------------------------------------------------------------
-
-/** Per-NodeGroup settings the agent needs. */
-export function nodeGroupKey(nodeGroup: string): string {
-  return `nodegroups/${checkNodeGroup(nodeGroup)}.json`;
 }
 
 // --- dns/ and identity/ (agent-written) ----------------------------------------
@@ -168,14 +158,19 @@ export function imageTagKey(repo: ImageRepository, tag: string): string {
   return `${repositoryPrefix(repo)}/_tags/${checkTag(tag)}`;
 }
 
-// --- helpers ------------------------------------------------------------------
-
-/** Validates the pieces that name a Deployment or Service inside the indexes. */
-export function objectRef(namespace: string, name: string): string {
-  return `${checkNamespace(namespace)}/${checkObjectName("object", name)}`;
-}
-
-/** Validates a cluster id (used in parameter names and tags, not in keys). */
-export function clusterId(value: string): string {
-  return checkClusterId(value);
+/**
+ * The repository (`apps/NAME`, `mirror/REGISTRY/NAME`) and tag a tag key names; undefined for a
+ * key that is not exactly one `imageTagKey` builds.
+ */
+export function parseImageTagKey(key: string): { repository: string; tag: string } | undefined {
+  const i = key.lastIndexOf("/_tags/");
+  if (i < 0) return undefined;
+  const repository = key.slice(0, i);
+  const tag = key.slice(i + "/_tags/".length);
+  try {
+    if (imageTagKey(parseImageRepository(repository), tag) !== key) return undefined;
+  } catch {
+    return undefined; // not a key Podmin writes
+  }
+  return { repository, tag };
 }

@@ -4,7 +4,7 @@
  * by setup (what is already published) and rendered into user-data.
  */
 
-import { dependencyBlobKey } from "./bucket_layout.ts";
+import { DEPENDENCY_MANIFEST, dependencyBlobKey } from "./bucket_layout.ts";
 import { ValidationError } from "../kit/errors.ts";
 import { API_VERSION } from "../model/resources.ts";
 import { compareCodeUnits } from "../kit/canonical_json.ts";
@@ -68,10 +68,10 @@ export function parseDependencyManifest(bytes: Uint8Array): DependencyManifest {
     doc = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (err) {
     throw new ValidationError(
-      `dependencies/manifest.json is not valid JSON: ${(err as Error).message}`,
+      `${DEPENDENCY_MANIFEST} is not valid JSON: ${(err as Error).message}`,
     );
   }
-  const bad = (why: string) => new ValidationError(`dependencies/manifest.json: ${why}`);
+  const bad = (why: string) => new ValidationError(`${DEPENDENCY_MANIFEST}: ${why}`);
   if (doc === null || typeof doc !== "object") throw bad("not an object");
   if (doc.apiVersion !== API_VERSION || doc.kind !== "DependencyManifest") {
     throw bad("wrong apiVersion or kind");
@@ -88,7 +88,7 @@ export function parseDependencyManifest(bytes: Uint8Array): DependencyManifest {
     if (!Array.isArray(list)) throw bad(`${arch} must be a list`);
     const seen = new Set<string>();
     architectures[arch as Architecture] = list.map((e, i) => {
-      const entry = checkDependencyEntry(e, `dependencies/manifest.json ${arch}[${i}]`);
+      const entry = checkDependencyEntry(e, `${DEPENDENCY_MANIFEST} ${arch}[${i}]`);
       if (seen.has(entry.name)) throw bad(`${arch} lists ${entry.name} twice`);
       seen.add(entry.name);
       return entry;

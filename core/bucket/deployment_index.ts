@@ -45,11 +45,11 @@ export function parseDeploymentIndex(bytes: Uint8Array): DeploymentIndex {
     doc = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (err) {
     throw new ValidationError(
-      `deployments/index.json is not valid JSON: ${(err as Error).message}`,
+      `${DEPLOYMENT_INDEX} is not valid JSON: ${(err as Error).message}`,
     );
   }
   const d = doc as Partial<DeploymentIndex>;
-  const bad = (why: string) => new ValidationError(`deployments/index.json: ${why}`);
+  const bad = (why: string) => new ValidationError(`${DEPLOYMENT_INDEX}: ${why}`);
   if (d === null || typeof d !== "object") throw bad("not an object");
   if (d.apiVersion !== API_VERSION) {
     throw bad(`unsupported apiVersion ${JSON.stringify(d.apiVersion)}`);

@@ -67,10 +67,10 @@ export function parseServiceIndex(bytes: Uint8Array): ServiceIndex {
   try {
     doc = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (err) {
-    throw new ValidationError(`services/index.json is not valid JSON: ${(err as Error).message}`);
+    throw new ValidationError(`${SERVICE_INDEX} is not valid JSON: ${(err as Error).message}`);
   }
   const d = doc as Partial<ServiceIndex>;
-  const bad = (why: string) => new ValidationError(`services/index.json: ${why}`);
+  const bad = (why: string) => new ValidationError(`${SERVICE_INDEX}: ${why}`);
   if (d === null || typeof d !== "object") throw bad("not an object");
   if (d.apiVersion !== API_VERSION) {
     throw bad(`unsupported apiVersion ${JSON.stringify(d.apiVersion)}`);

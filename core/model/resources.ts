@@ -605,3 +605,15 @@ export function parseResource(doc: unknown, where = ""): Resource {
 export function resourceRef(r: Resource): string {
   return `${r.metadata.namespace}/${r.metadata.name}`;
 }
+
+/**
+ * True when a Service's selector selects Pods with `labels`: every selector label is on the Pod
+ * (an empty selector selects nothing).
+ */
+export function selectorMatches(
+  selector: Record<string, string>,
+  labels: Record<string, string>,
+): boolean {
+  const entries = Object.entries(selector);
+  return entries.length > 0 && entries.every(([k, v]) => labels[k] === v);
+}

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { ValidationError } from "../kit/errors.ts";
-import { parseResource } from "./resources.ts";
+import { parseResource, selectorMatches } from "./resources.ts";
 
 const deployment = (
   spec: Record<string, unknown>,
@@ -240,4 +240,10 @@ Deno.test("resources: annotations are kept, podmin.dev/ keys refused, unknown en
       /env\[0\]\.valueFrom: exactly one source/.test(e.message) &&
       !/env\[1\]/.test(e.message),
   );
+});
+
+Deno.test("selectorMatches: every selector label on the Pod; an empty selector selects nothing", () => {
+  assert.ok(selectorMatches({ app: "web" }, { app: "web", tier: "front" }));
+  assert.ok(!selectorMatches({ app: "web", tier: "back" }, { app: "web", tier: "front" }));
+  assert.ok(!selectorMatches({}, { app: "web" }));
 });

@@ -24,6 +24,7 @@ import {
   UsageError,
 } from "../kit/errors.ts";
 import { checkSize } from "../kit/limits.ts";
+import { renameIntoPlace, syncDirectory } from "./atomic_write.ts";
 import type {
   ByteRange,
   GetResult,
@@ -260,7 +261,7 @@ export class FsStore implements ObjectStore {
         }
       }
       // An absent key (even under a prefix that was never written) is deleted already.
-      if (await removeQuietly(target) && this.#durable) await fsyncDir(path.dirname(target));
+      if (await removeQuietly(target) && this.#durable) await syncDirectory(path.dirname(target));
     });
   }
 
@@ -415,8 +416,7 @@ export class FsStore implements ObjectStore {
       await Deno.mkdir(path.dirname(target), { recursive: true });
       await this.#withLock(key, async () => {
         await check();
-        await Deno.rename(tempPath, target);
-        if (this.#durable) await fsyncDir(path.dirname(target));
+        await renameIntoPlace(tempPath, target, { durable: this.#durable });
       });
     } catch (err) {
       throw fsError(err, key); // StoreErrors (PreconditionFailed) pass through unchanged
@@ -526,15 +526,6 @@ async function readFull(file: Deno.FsFile, buf: Uint8Array): Promise<void> {
 async function writeFull(file: Deno.FsFile, buf: Uint8Array): Promise<void> {
   let off = 0;
   while (off < buf.byteLength) off += await file.write(buf.subarray(off));
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
-  try {
-    await d.sync();
-  } finally {
-    d.close();
-  }
 }
 
 /** Removes `p`; true when it existed. */

@@ -12,9 +12,9 @@
 import assert from "node:assert/strict";
 import type { ExistingVpc, InfraInputs } from "../../cli/infra/infra_inputs.ts";
 import { generateTofu } from "../../cli/infra/generate_tofu.ts";
-import { checkProviderSchema } from "../../cli/infra/provider_schema_check.ts";
+import { checkProviderSchema } from "../support/provider_schema_check.ts";
 import { checkTofuSyntax } from "../../cli/infra/tofu_syntax.ts";
-import { clusterSpecOf } from "../../cli/setup/setup_run.ts";
+import { clusterSpecOf } from "../../cli/setup/render_config.ts";
 import { parseSetupFlags, type RawSetupFlags, resolveZones } from "../../cli/setup/setup_flags.ts";
 import {
   awsProviderSchema,

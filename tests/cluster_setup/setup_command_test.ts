@@ -37,7 +37,7 @@ import { podmin, waitFor } from "../support/programs.ts";
 import { run } from "../support/registry.ts";
 import { testWith } from "../support/requirements.ts";
 import { awsProviderSchema } from "../support/provider_schema.ts";
-import { checkProviderSchema } from "../../cli/infra/provider_schema_check.ts";
+import { checkProviderSchema } from "../support/provider_schema_check.ts";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 const recorder = new URL("../support/tofu_recorder.sh", import.meta.url).pathname;

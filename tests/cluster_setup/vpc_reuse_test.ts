@@ -15,7 +15,7 @@ import {
   EC2Client,
 } from "@aws-sdk/client-ec2";
 import { describeReusedVpc, findReusableVpc } from "../../cli/setup/aws_lookup.ts";
-import { clusterSpecOf } from "../../cli/setup/setup_run.ts";
+import { clusterSpecOf } from "../../cli/setup/render_config.ts";
 import { parseSetupFlags } from "../../cli/setup/setup_flags.ts";
 import { generateTofu } from "../../cli/infra/generate_tofu.ts";
 import { moto } from "../support/moto.ts";

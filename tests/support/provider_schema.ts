@@ -11,7 +11,7 @@
  */
 
 import { ValidationError } from "../../core/kit/errors.ts";
-import { type ProviderSchema, readProviderSchema } from "../../cli/infra/provider_schema.ts";
+import { type ProviderSchema, readProviderSchema } from "./provider_schema_reader.ts";
 
 /** The provider the schema describes, as `tofu providers schema -json` names it. */
 export const AWS_PROVIDER = "registry.opentofu.org/hashicorp/aws";

@@ -33,8 +33,8 @@ import type {
   SchemaAttribute,
   SchemaBlock,
   SchemaBlockType,
-} from "./provider_schema.ts";
-import { scanTemplate } from "./tofu_syntax.ts";
+} from "./provider_schema_reader.ts";
+import { scanTemplate } from "../../cli/infra/tofu_syntax.ts";
 
 /** The rule a violation breaks. */
 export type SchemaRule =

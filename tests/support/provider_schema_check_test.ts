@@ -4,17 +4,17 @@
  */
 
 import assert from "node:assert/strict";
-import { generateTofu } from "./generate_tofu.ts";
+import { generateTofu } from "../../cli/infra/generate_tofu.ts";
 import {
   checkProviderSchema,
   formatViolation,
   ProviderSchemaMismatchError,
   providerSchemaViolations,
 } from "./provider_schema_check.ts";
-import type { ProviderSchema } from "./provider_schema.ts";
-import type { TfBody, TofuConfig } from "./tofu_json.ts";
-import { awsProviderSchema } from "../../tests/support/provider_schema.ts";
-import { nodeGroup, resource, sampleInputs } from "../../tests/support/tofu_config.ts";
+import type { ProviderSchema } from "./provider_schema_reader.ts";
+import type { TfBody, TofuConfig } from "../../cli/infra/tofu_json.ts";
+import { awsProviderSchema } from "./provider_schema.ts";
+import { nodeGroup, resource, sampleInputs } from "./tofu_config.ts";
 
 const schema: ProviderSchema = await awsProviderSchema();
 

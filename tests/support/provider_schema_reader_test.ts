@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { ValidationError } from "../../core/kit/errors.ts";
-import { readProviderSchema } from "./provider_schema.ts";
+import { readProviderSchema } from "./provider_schema_reader.ts";
 
 const PROVIDER = "registry.opentofu.org/hashicorp/aws";
 
