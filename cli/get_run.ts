@@ -89,27 +89,40 @@ export async function runGet(ctx: CommandContext): Promise<number | void> {
     return;
   }
   const wide = output === "wide";
-  if (kind === "Deployment") {
-    const rows = [[
-      "NAMESPACE",
-      "NAME",
-      "NODEGROUP",
-      "SPEC",
-      ...(wide ? ["IMAGES", "LABELS"] : []),
-    ]];
-    for (const o of objects) {
-      const d = o.spec as Deployment;
-      rows.push([
-        o.namespace,
-        o.name,
-        o.nodeGroup!,
-        o.ref.slice(0, 19),
-        ...(wide ? [imagesOf(d).map((u) => u.image).join(","), labelText(d.metadata.labels)] : []),
-      ]);
-    }
-    table(rows).forEach((l) => ctx.out(l));
-    return;
+  const rows = kind === "Deployment"
+    ? deploymentRows(objects, wide)
+    : await serviceRows(store, objects, wide);
+  table(rows).forEach((l) => ctx.out(l));
+}
+
+/** The `get deployments` table (`wide` adds images and labels). */
+function deploymentRows(objects: StoredObject[], wide: boolean): string[][] {
+  const rows = [[
+    "NAMESPACE",
+    "NAME",
+    "NODEGROUP",
+    "SPEC",
+    ...(wide ? ["IMAGES", "LABELS"] : []),
+  ]];
+  for (const o of objects) {
+    const d = o.spec as Deployment;
+    rows.push([
+      o.namespace,
+      o.name,
+      o.nodeGroup!,
+      o.ref.slice(0, 19),
+      ...(wide ? [imagesOf(d).map((u) => u.image).join(","), labelText(d.metadata.labels)] : []),
+    ]);
   }
+  return rows;
+}
+
+/** The `get services` table: endpoints from the node records (`wide` adds the Deployments). */
+async function serviceRows(
+  store: ObjectStore,
+  objects: StoredObject[],
+  wide: boolean,
+): Promise<string[][]> {
   const deployments = wide ? await readObjects(store, "Deployment") : [];
   const endpoints = serviceEndpoints((await readNodeRecords(store)).records);
   const rows = [[
@@ -134,7 +147,7 @@ export async function runGet(ctx: CommandContext): Promise<number | void> {
       ...(wide ? [selectedBy(s, deployments).map((d) => d.name).join(",") || "<none>"] : []),
     ]);
   }
-  table(rows).forEach((l) => ctx.out(l));
+  return rows;
 }
 
 /** The Deployments of the Service's namespace whose Pods its selector selects. */
