@@ -220,31 +220,64 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
   const p = nodePaths(o.stateDir);
   const previous = await readState(o.stateDir);
   if (previous) {
-    const running = await daemonsRunning(previous);
-    if (Object.values(running).every(Boolean)) {
-      o.log(`local node already up (state ${p.state})`);
-      return previous;
-    }
-    const down = DAEMONS.filter((d) => !running[d]);
-    if (previous.mountNs && await namespaceId(previous.mountNs)) {
-      // The node's files and namespace are intact: restart only what is down.
-      o.log(`local node partly down (${down.join(", ")}): restarting ${down.join(", ")}`);
-      // The node keeps what it was brought up with; only the programs' paths come from here.
-      await startDaemons({
-        ...o,
-        state: previous,
-        bucket: previous.bucket,
-        cluster: previous.cluster,
-        nodeGroup: previous.nodeGroup,
-      });
-      return previous;
-    }
-    o.log(`a previous local node lost its namespace (${down.join(", ")} down): removing it first`);
-    await localDown({ stateDir: o.stateDir, log: o.log });
+    const resumed = await resumeNode(o, previous);
+    if (resumed) return resumed;
   }
 
   const bucket = o.bucket ?? p.defaultBucket;
-  const state: LocalState = {
+  const state = newState(o, bucket);
+  await Deno.mkdir(p.logs, { recursive: true });
+  await writeState(o.stateDir, state);
+  if (bucket === p.defaultBucket && await createBucket(bucket)) o.log(`created ${bucket}`);
+  const store = openStore(bucket);
+  await writeNodeFiles(o, state);
+  await makePrivateView(o, state);
+
+  // 3. The sandbox image in the bucket: mirrored when reachable, else built here.
+  await ensureSandboxImage({ store, ref: o.sandboxImage, log: o.log });
+
+  // 4. The daemons, each waited for.
+  await startDaemons({ ...o, state, bucket });
+  o.log(`local node up: bucket ${bucket}, Pods from ${o.podPrefix}`);
+  return state;
+}
+
+/**
+ * A recorded node: returned as it is when every daemon runs, with what is down restarted when its
+ * namespace is intact; removed (undefined returned) when it lost its namespace.
+ */
+async function resumeNode(
+  o: LocalUpOptions,
+  previous: LocalState,
+): Promise<LocalState | undefined> {
+  const p = nodePaths(o.stateDir);
+  const running = await daemonsRunning(previous);
+  if (Object.values(running).every(Boolean)) {
+    o.log(`local node already up (state ${p.state})`);
+    return previous;
+  }
+  const down = DAEMONS.filter((d) => !running[d]);
+  if (previous.mountNs && await namespaceId(previous.mountNs)) {
+    // The node's files and namespace are intact: restart only what is down.
+    o.log(`local node partly down (${down.join(", ")}): restarting ${down.join(", ")}`);
+    // The node keeps what it was brought up with; only the programs' paths come from here.
+    await startDaemons({
+      ...o,
+      state: previous,
+      bucket: previous.bucket,
+      cluster: previous.cluster,
+      nodeGroup: previous.nodeGroup,
+    });
+    return previous;
+  }
+  o.log(`a previous local node lost its namespace (${down.join(", ")} down): removing it first`);
+  await localDown({ stateDir: o.stateDir, log: o.log });
+  return undefined;
+}
+
+/** The state of a node about to be made: nothing created yet. */
+function newState(o: LocalUpOptions, bucket: string): LocalState {
+  return {
     apiVersion: "podmin.dev/v1",
     kind: "LocalNode",
     bucket,
@@ -264,12 +297,11 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
     overrides: [],
     agentCommand: o.agentCommand,
   };
-  await Deno.mkdir(p.logs, { recursive: true });
-  await writeState(o.stateDir, state);
-  if (bucket === p.defaultBucket && await createBucket(bucket)) o.log(`created ${bucket}`);
-  const store = openStore(bucket);
+}
 
-  // 1. Files: the programs, then every node file from vmconfig's generators, then overrides.
+/** Step 1. Files: the programs, then every node file from vmconfig's generators, then overrides. */
+async function writeNodeFiles(o: LocalUpOptions, state: LocalState): Promise<void> {
+  const p = nodePaths(o.stateDir);
   o.log(
     `node programs: containerd ${o.binaries.containerdVersion}, kubelet ${o.binaries.kubeletVersion}, ` +
       `CoreDNS ${o.binaries.corednsVersion}`,
@@ -300,8 +332,11 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
   }
   await Deno.mkdir(path.join(p.root, "etc/podmin/manifests"), { recursive: true });
   o.log(`cluster DNS (CoreDNS, kubelet's clusterDNS): ${state.dnsAddress}`);
+}
 
-  // 2. The private view: mount points (recorded first), tmpfs for values, the namespace.
+/** Step 2. The private view: mount points (recorded first), tmpfs for values, the namespace. */
+async function makePrivateView(o: LocalUpOptions, state: LocalState): Promise<void> {
+  const p = nodePaths(o.stateDir);
   const binds = nodeBinds(p.root);
   state.createdPaths = await createMountPoints(binds);
   await writeState(o.stateDir, state);
@@ -313,14 +348,6 @@ export async function localUp(o: LocalUpOptions): Promise<LocalState> {
   state.mountNs = await createNamespace({ nsDir: p.nsDir, binds });
   state.hostMounts.push(state.mountNs);
   await writeState(o.stateDir, state);
-
-  // 3. The sandbox image in the bucket: mirrored when reachable, else built here.
-  await ensureSandboxImage({ store, ref: o.sandboxImage, log: o.log });
-
-  // 4. The daemons, each waited for.
-  await startDaemons({ ...o, state, bucket });
-  o.log(`local node up: bucket ${bucket}, Pods from ${o.podPrefix}`);
-  return state;
 }
 
 /** The local workload CA key as the agent sees it (the node's /run/podmin is a tmpfs). */
