@@ -56,6 +56,64 @@ async function readLease(
   }
 }
 
+/** What `ca status` read. */
+interface CaStatusView {
+  url: string;
+  now: number;
+  lease: LeaseDocument | { error: string } | undefined;
+  state?: WorkloadCaState;
+  checked?: CheckedCaState;
+  problem?: string;
+}
+
+/** Prints `ca status` as text: leader, state, publication, then the certificates' table. */
+function printStatus(ctx: CommandContext, view: CaStatusView): void {
+  const { url, now, lease, state, checked, problem } = view;
+  ctx.out(`Bucket:       ${url}`);
+  if (!lease) ctx.out(`Leader:       (no lease yet)`);
+  else if ("error" in lease) ctx.out(`Leader:       unreadable lease: ${lease.error}`);
+  else {
+    ctx.out(
+      `Leader:       ${lease.holder} (term ${lease.term})${lease.released ? ", released" : ""}, ` +
+        `renewed ${
+          formatAge(now - Date.parse(lease.renewedAt), { signed: true })
+        } ago by its clock, lease ${lease.durationMs / 1000}s`,
+    );
+  }
+  if (state) {
+    ctx.out(
+      `State:        generation ${state.generation}, leaderTerm ${state.leaderTerm}` +
+        `${state.writtenBy ? `, written by ${state.writtenBy}` : ""} at ${state.updatedAt}`,
+    );
+  }
+  const pub = state?.publication;
+  if (pub) {
+    if (pub.publishedSha256) {
+      ctx.out(`Publication:  ${pub.target}: ${pub.publishedSha256} at ${pub.publishedAt}`);
+    } else ctx.out(`Publication:  ${pub.target}: never published`);
+    if (pub.error) ctx.out(`Publication error: ${pub.error} (since ${pub.failedAt})`);
+  }
+  if (problem) ctx.out(`Error:        ${problem}`);
+  if (checked) {
+    ctx.out(
+      `Checked:      ${checked.retained.length} certificate(s), each a CA self-signed by one key`,
+    );
+  }
+  if (state?.certificates.length) {
+    ctx.out("");
+    const rows = [["ROLE", "FINGERPRINT", "NOT BEFORE", "NOT AFTER", "NOTE"]];
+    for (const c of state.certificates) {
+      const note = c.role === "next"
+        ? `promote after ${c.promoteAfter}`
+        : c.role === "retired"
+        ? `retired at ${c.retiredAt}`
+        : "";
+      rows.push([c.role, c.fingerprint.slice(0, 16), c.notBefore, c.notAfter, note]);
+    }
+    for (const line of table(rows, { gap: 1, minWidths: [8, 16, 24, 24] })) ctx.out(line);
+  }
+}
+
 async function status(ctx: CommandContext): Promise<number> {
   const format = outputFormat(ctx, { formats: ["text", "json"], fallback: "text" });
   const store = await storeOf(ctx);
@@ -99,48 +157,7 @@ async function status(ctx: CommandContext): Promise<number> {
     ));
     return healthy ? 0 : 1;
   }
-  ctx.out(`Bucket:       ${store.url}`);
-  if (!lease) ctx.out(`Leader:       (no lease yet)`);
-  else if ("error" in lease) ctx.out(`Leader:       unreadable lease: ${lease.error}`);
-  else {
-    ctx.out(
-      `Leader:       ${lease.holder} (term ${lease.term})${lease.released ? ", released" : ""}, ` +
-        `renewed ${
-          formatAge(now - Date.parse(lease.renewedAt), { signed: true })
-        } ago by its clock, lease ${lease.durationMs / 1000}s`,
-    );
-  }
-  if (state) {
-    ctx.out(
-      `State:        generation ${state.generation}, leaderTerm ${state.leaderTerm}` +
-        `${state.writtenBy ? `, written by ${state.writtenBy}` : ""} at ${state.updatedAt}`,
-    );
-  }
-  if (pub) {
-    if (pub.publishedSha256) {
-      ctx.out(`Publication:  ${pub.target}: ${pub.publishedSha256} at ${pub.publishedAt}`);
-    } else ctx.out(`Publication:  ${pub.target}: never published`);
-    if (pub.error) ctx.out(`Publication error: ${pub.error} (since ${pub.failedAt})`);
-  }
-  if (problem) ctx.out(`Error:        ${problem}`);
-  if (checked) {
-    ctx.out(
-      `Checked:      ${checked.retained.length} certificate(s), each a CA self-signed by one key`,
-    );
-  }
-  if (state?.certificates.length) {
-    ctx.out("");
-    const rows = [["ROLE", "FINGERPRINT", "NOT BEFORE", "NOT AFTER", "NOTE"]];
-    for (const c of state.certificates) {
-      const note = c.role === "next"
-        ? `promote after ${c.promoteAfter}`
-        : c.role === "retired"
-        ? `retired at ${c.retiredAt}`
-        : "";
-      rows.push([c.role, c.fingerprint.slice(0, 16), c.notBefore, c.notAfter, note]);
-    }
-    for (const line of table(rows, { gap: 1, minWidths: [8, 16, 24, 24] })) ctx.out(line);
-  }
+  printStatus(ctx, { url: store.url, now, lease, state, checked, problem });
   return healthy ? 0 : 1;
 }
 
