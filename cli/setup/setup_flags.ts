@@ -185,6 +185,59 @@ export interface RawSetupFlags {
   releaseVersions?: ReleaseVersions;
 }
 
+/** `--nat64` (bare: the default instance type) or `--nat64=instance-type=TYPE`; absent: none. */
+function parseNat64Flag(value: string | undefined): SetupFlags["nat64"] {
+  if (value === undefined) return undefined;
+  if (value === "" || value === "true") {
+    return { instanceType: SETUP_DEFAULTS.nat64InstanceType };
+  } else {
+    const m = /^instance-type=(.+)$/.exec(value);
+    if (!m) {
+      throw new UsageError(
+        `--nat64: expected --nat64 or --nat64=instance-type=TYPE, got ${JSON.stringify(value)}`,
+      );
+    }
+    return { instanceType: checkInstanceType(m[1], "--nat64") };
+  }
+}
+
+/** `--kms-key-arn` values: key ARNs (no aliases), duplicates dropped. */
+function checkKmsKeyArnFlags(given: string[] | undefined): string[] {
+  const kmsKeyArns = [...new Set(given ?? [])];
+  for (const arn of kmsKeyArns) {
+    if (!KMS_KEY_ARN.test(arn)) {
+      throw new UsageError(`--kms-key-arn: expected a KMS key ARN, got ${JSON.stringify(arn)}`, {
+        hint: "arn:aws:kms:REGION:ACCOUNT:key/KEY-ID (aliases and wildcards are not accepted)",
+      });
+    }
+  }
+  return kmsKeyArns;
+}
+
+/** `--otel-logs ENDPOINT[,ca=s3://BUCKET/KEY]`. */
+function parseOtelLogsFlag(value: string): NonNullable<SetupFlags["otelLogs"]> {
+  const [endpoint, ...rest] = value.split(",");
+  let url: URL;
+  try {
+    url = new URL(endpoint.replace(/^endpoint=/, ""));
+  } catch {
+    throw new UsageError(
+      `--otel-logs: the first item must be the OTLP endpoint URL, got ${JSON.stringify(endpoint)}`,
+    );
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new UsageError("--otel-logs: endpoint must be http(s)");
+  }
+  const otelLogs: NonNullable<SetupFlags["otelLogs"]> = { endpoint: url.toString() };
+  for (const item of rest) {
+    if (item.startsWith("ca=")) otelLogs.ca = parseS3(item.slice(3), "--otel-logs ca=");
+    else {throw new UsageError(`--otel-logs: unknown item ${JSON.stringify(item)}`, {
+        hint: "only ca=s3://BUCKET/KEY",
+      });}
+  }
+  return otelLogs;
+}
+
 /** Validates everything and returns the setup request. */
 export function parseSetupFlags(raw: RawSetupFlags): SetupFlags {
   const cluster = (() => {
@@ -203,22 +256,7 @@ export function parseSetupFlags(raw: RawSetupFlags): SetupFlags {
     throw new UsageError("--vpc-cidr is required", { hint: "e.g. --vpc-cidr 10.0.0.0/16" });
   }
   const vpcCidr = parseIpv4Cidr(raw.vpcCidr);
-  let nat64: SetupFlags["nat64"];
-  if (raw.nat64 !== undefined) {
-    if (raw.nat64 === "" || raw.nat64 === "true") {
-      nat64 = { instanceType: SETUP_DEFAULTS.nat64InstanceType };
-    } else {
-      const m = /^instance-type=(.+)$/.exec(raw.nat64);
-      if (!m) {
-        throw new UsageError(
-          `--nat64: expected --nat64 or --nat64=instance-type=TYPE, got ${
-            JSON.stringify(raw.nat64)
-          }`,
-        );
-      }
-      nat64 = { instanceType: checkInstanceType(m[1], "--nat64") };
-    }
-  }
+  const nat64 = parseNat64Flag(raw.nat64);
   if (!raw.nodeGroups.length) {
     throw new UsageError("at least one --nodegroup is required", {
       hint: "e.g. --nodegroup default",
@@ -230,14 +268,7 @@ export function parseSetupFlags(raw: RawSetupFlags): SetupFlags {
     if (names.has(ng.name)) throw new UsageError(`--nodegroup ${ng.name} is given twice`);
     names.add(ng.name);
   }
-  const kmsKeyArns = [...new Set(raw.kmsKeyArns ?? [])];
-  for (const arn of kmsKeyArns) {
-    if (!KMS_KEY_ARN.test(arn)) {
-      throw new UsageError(`--kms-key-arn: expected a KMS key ARN, got ${JSON.stringify(arn)}`, {
-        hint: "arn:aws:kms:REGION:ACCOUNT:key/KEY-ID (aliases and wildcards are not accepted)",
-      });
-    }
-  }
+  const kmsKeyArns = checkKmsKeyArnFlags(raw.kmsKeyArns);
   const releaseVersions: ReleaseVersions = {};
   for (const program of VERSIONED_PROGRAMS) {
     const v = raw.releaseVersions?.[program];
@@ -255,29 +286,7 @@ export function parseSetupFlags(raw: RawSetupFlags): SetupFlags {
   if (raw.workloadCaPublish) {
     flags.workloadCaPublish = parseS3(raw.workloadCaPublish, "--workload-ca-publish");
   }
-  if (raw.otelLogs) {
-    const [endpoint, ...rest] = raw.otelLogs.split(",");
-    let url: URL;
-    try {
-      url = new URL(endpoint.replace(/^endpoint=/, ""));
-    } catch {
-      throw new UsageError(
-        `--otel-logs: the first item must be the OTLP endpoint URL, got ${
-          JSON.stringify(endpoint)
-        }`,
-      );
-    }
-    if (url.protocol !== "https:" && url.protocol !== "http:") {
-      throw new UsageError("--otel-logs: endpoint must be http(s)");
-    }
-    flags.otelLogs = { endpoint: url.toString() };
-    for (const item of rest) {
-      if (item.startsWith("ca=")) flags.otelLogs.ca = parseS3(item.slice(3), "--otel-logs ca=");
-      else {throw new UsageError(`--otel-logs: unknown item ${JSON.stringify(item)}`, {
-          hint: "only ca=s3://BUCKET/KEY",
-        });}
-    }
-  }
+  if (raw.otelLogs) flags.otelLogs = parseOtelLogsFlag(raw.otelLogs);
   return flags;
 }
 
