@@ -14,24 +14,18 @@ import { NodeRecordWriter } from "./node_record_writer.ts";
 import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
 import { ANNOUNCED_HINT_DELAY_MS, IndexNotifier } from "./mesh/index_notifier.ts";
 import { clusterAnnouncers } from "./mesh/index_poller.ts";
-import { NODE_CERT_LIFETIME } from "./mesh/node_identity.ts";
 import type { AnnouncedObject } from "../core/model/endpoint_snapshot.ts";
-import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
 import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
 import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../core/bucket/node_record.ts";
 import { CaView } from "./identity/ca_view.ts";
 import { type TelemetryStatus } from "./identity/telemetry.ts";
 import * as path from "node:path";
-import {
-  REGISTRY_LISTEN,
-  REGISTRY_REDIRECT_MIN_BYTES,
-  REGISTRY_REDIRECT_TTL,
-} from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
 import { parseListen, type RegistryRedirect, serveRegistry } from "../registry/server.ts";
-import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity/identity_loop.ts";
-import { DEFAULTS, runFlags } from "./run_flags.ts";
+import { identityCaLoop } from "./identity/identity_loop.ts";
+import { RUN_FLAGS, runFlags } from "./run_flags.ts";
+import { flagHelp, flagOptions } from "./part.ts";
 import { caKeySource, loadClusterCa, telemetryIdentity } from "./run_parts.ts";
 import { writeJsonStatus } from "./status_file.ts";
 import { Dataplane } from "./dataplane/dataplane.ts";
@@ -66,116 +60,11 @@ Pod manifests and keeps their declared Parameter Store / Secrets Manager values
 in tmpfs. A failed or invalid read never removes a running Pod.
 
 Flags:
-  --cluster ID              cluster id (parameter names /<cluster>/…)
-  --nodegroup NAME          this node's NodeGroup
-  --manifest-dir DIR        kubelet static Pod directory (default ${DEFAULTS.manifestDir})
-  --secrets-dir DIR         tmpfs root of per-Pod values (default ${DEFAULTS.secretsDir})
-  --tls-dir DIR             tmpfs root of per-Pod certificates (default ${DEFAULTS.tlsDir})
-  --state-dir DIR           where status.json is written (default ${DEFAULTS.stateDir})
-  --interval DURATION       index poll interval (default ${DEFAULTS.interval})
-  --secrets-interval DUR    value refresh interval (default ${DEFAULTS.secretsInterval})
-  --once                    one full pass; exit 0 when converged, 1 with the reasons otherwise
-  --provider aws            cloud provider (only aws)
-  --ipv6-prefix PREFIX      the node's delegated Pod prefix (used by the dataplane)
-  --node-address ADDR       this node's IPv6 address, for its record under dns/nodes/
-  --node-id ID              this node's id, a DNS label (default: the host name; the
-                            EC2 instance id on nodes); names it in leases and records
-  --workload-ca-key SOURCE  the workload CA key: "ssm" (default,
-                            /<cluster>/_system/workload-ca-key), "file:PATH" (a PEM on
-                            tmpfs, as podmin local uses) or "off" (no Pod certificates)
-  --telemetry-dir DIR       tmpfs subtree of the Fluent Bit identity and the OTel CA
-                            bundle (default ${DEFAULTS.telemetryDir})
-  --fluent-bit-identity     keep a client-only Fluent Bit certificate in
-                            <telemetry-dir>/client (validated every pass, renewed at
-                            half-life; Fluent Bit restarted after each swap)
-  --otel-ca URL             keep the OTLP server CA bundle s3://BUCKET/KEY in
-                            <telemetry-dir>/otel-ca (last good kept on failures)
-  --mesh-listen ADDR        join the endpoint mesh: serve it on ADDR (e.g. [::]:7443), watch
-                            kubelet's Pods API, report this node's ready endpoints and keep
-                            the cluster snapshot in <state-dir>/mesh.json; off by default
-  --mesh-advertise HOST     the address peers reach this node at (default --node-address)
-  --cluster-ca SOURCE       the cluster CA of mesh certificates: "ssm" (default,
-                            /<cluster>/_system/cluster-ca) or "file:PATH" (PEM on tmpfs)
-  --node-cert-lifetime DUR  lifetime of the mesh node certificate (default
-                            ${NODE_CERT_LIFETIME.default}, 2s..720h); renewed at half of it while
-                            the agent runs, retried with backoff when renewal fails
-  --pods-api-socket PATH    kubelet's Pods API (default ${PODS_API_SOCKET})
-  --kubelet-version X.Y.Z   the node's kubelet (vmconfig passes it): one without the Pods API
-                            (before 1.36) is reported at once by the status and the node record
-  --dataplane auto|off      the eBPF Service dataplane: "auto" (default) runs it with
-                            --mesh-listen (its input is the mesh snapshot joined with the
-                            Services); it loads while there are Services, detaches when
-                            there are none; needs root (CAP_BPF, CAP_NET_ADMIN)
-  --dns-dir DIR             write the cluster zone (<svc>.<ns>.svc.cluster.local AAAA
-                            the Service VIP) here for CoreDNS's file plugin; off by default
-  --fluent-bit-unit UNIT    systemd unit restarted after a swap (default
-                            ${DEFAULTS.fluentBitUnit})
-  --workload-ca-publish URL publish every retained workload CA certificate as PEM to
-                            this exact s3://BUCKET/KEY before CA promotion
-  --identity-interval DUR   workload CA maintenance pass interval (default ${IDENTITY_DEFAULTS.interval})
-  --identity-lease DUR      CA leader lease duration (default ${IDENTITY_DEFAULTS.lease}; at
-                            least 3 intervals)
-  --workload-ca-lifetime DUR  lifetime of a new workload CA certificate (default
-                            ${IDENTITY_DEFAULTS.caLifetime}); rotation starts at a third left
-  --workload-ca-trust-window DUR  how long agents may use a CA state they read before
-                            promotion may rely on it (default ${IDENTITY_DEFAULTS.trustWindow})
-  --clock-skew DUR          bound on clock differences between nodes (default ${IDENTITY_DEFAULTS.clockSkew})
-  --registry-listen ADDR    serve the loopback registry here (default ${REGISTRY_LISTEN});
-                            "off" disables it; not started with --once; loopback only
-  --registry-allow-non-loopback
-                            allow a non-loopback --registry-listen (no authentication:
-                            only where a firewall restricts who reaches it)
-  --registry-redirect-min-bytes N|off
-                            on an S3 bucket, answer a registry GET of a blob of at least N
-                            bytes (KiB/MiB/GiB suffixes; default 1MiB) with a 307 to a
-                            presigned URL of its key at the store's endpoint; "off" serves
-                            every blob through the registry, verified
-  --registry-redirect-ttl DUR
-                            lifetime of those URLs, 1s to 1h (default ${REGISTRY_REDIRECT_TTL})
+${flagHelp(RUN_FLAGS)}
 
 Example:
   podmin-agent run --bucket s3://my-cluster --cluster prod --nodegroup workers --once`,
-  options: {
-    cluster: { type: "string" },
-    nodegroup: { type: "string" },
-    "manifest-dir": { type: "string", default: DEFAULTS.manifestDir },
-    "secrets-dir": { type: "string", default: DEFAULTS.secretsDir },
-    "tls-dir": { type: "string", default: DEFAULTS.tlsDir },
-    "state-dir": { type: "string", default: DEFAULTS.stateDir },
-    interval: { type: "string", default: DEFAULTS.interval },
-    "secrets-interval": { type: "string", default: DEFAULTS.secretsInterval },
-    once: { type: "boolean", default: false },
-    provider: { type: "string", default: "aws" },
-    "ipv6-prefix": { type: "string" },
-    "node-id": { type: "string" },
-    "node-address": { type: "string" },
-    "workload-ca-key": { type: "string", default: "ssm" },
-    "workload-ca-publish": { type: "string" },
-    "telemetry-dir": { type: "string", default: DEFAULTS.telemetryDir },
-    "fluent-bit-identity": { type: "boolean", default: false },
-    "otel-ca": { type: "string" },
-    "fluent-bit-unit": { type: "string", default: DEFAULTS.fluentBitUnit },
-    "dns-dir": { type: "string" },
-    dataplane: { type: "string", default: "auto" },
-    "mesh-listen": { type: "string" },
-    "mesh-advertise": { type: "string" },
-    "cluster-ca": { type: "string", default: "ssm" },
-    "node-cert-lifetime": { type: "string", default: NODE_CERT_LIFETIME.default },
-    "pods-api-socket": { type: "string", default: PODS_API_SOCKET },
-    "kubelet-version": { type: "string" },
-    "identity-interval": { type: "string", default: IDENTITY_DEFAULTS.interval },
-    "identity-lease": { type: "string", default: IDENTITY_DEFAULTS.lease },
-    "workload-ca-lifetime": { type: "string", default: IDENTITY_DEFAULTS.caLifetime },
-    "workload-ca-trust-window": { type: "string", default: IDENTITY_DEFAULTS.trustWindow },
-    "clock-skew": { type: "string", default: IDENTITY_DEFAULTS.clockSkew },
-    "registry-listen": { type: "string", default: REGISTRY_LISTEN },
-    "registry-allow-non-loopback": { type: "boolean", default: false },
-    "registry-redirect-min-bytes": {
-      type: "string",
-      default: String(REGISTRY_REDIRECT_MIN_BYTES),
-    },
-    "registry-redirect-ttl": { type: "string", default: REGISTRY_REDIRECT_TTL },
-  },
+  options: flagOptions(RUN_FLAGS),
   async run(ctx) {
     const f = runFlags(ctx);
     const { cluster, nodeGroup, intervalMs, region, stateDir } = f;

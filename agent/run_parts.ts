@@ -46,10 +46,9 @@ export function telemetryIdentity(options: {
   }
   let otelCa: { store: ObjectStore; key: string; refreshMs: number } | undefined;
   if (f.otelCa) {
-    const [, bucket, key] = /^s3:\/\/([^/]+)\/(.+)$/.exec(f.otelCa)!;
     otelCa = {
-      store: openStore(`s3://${bucket}`, { region, retry }),
-      key,
+      store: openStore(`s3://${f.otelCa.bucket}`, { region, retry }),
+      key: f.otelCa.key,
       refreshMs: options.intervalMs,
     };
   }
