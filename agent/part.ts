@@ -7,6 +7,9 @@
  */
 
 import { type CommandContext, type OptionSpec } from "../core/kit/cli_kit.ts";
+import type { Logger } from "../core/kit/log.ts";
+import type { ClusterSnapshot } from "../core/model/endpoint_snapshot.ts";
+import type { ObjectStore } from "../core/store/object_store.ts";
 
 /** One flag, declared once. */
 export interface FlagSpec {
@@ -102,6 +105,32 @@ export class Hub<E extends Record<string, unknown>> {
   }
 }
 
+/** The events parts publish and consume (what used to be closures of the run wiring). */
+export interface AgentEvents extends Record<string, unknown> {
+  /** The Services list changed (whoever refreshed it). */
+  servicesChanged: void;
+  /** The mesh received a newer cluster snapshot. */
+  meshSnapshot: ClusterSnapshot;
+  /** A kubelet Pods API event (new Pod veths). */
+  podsEvent: void;
+  /** This node's Ready Pods or endpoints changed, or its Pods API problem did. */
+  localEndpointsChanged: void;
+  /** The deployments pass changed the node's convergence or the index generation it applied. */
+  convergenceChanged: void;
+}
+
+/** The agent's hub. */
+export type AgentHub = Hub<AgentEvents>;
+
+/** What every part of one agent shares. */
+export interface PartContext {
+  store: ObjectStore;
+  hub: AgentHub;
+  /** `--state-dir`: where the status files go. */
+  stateDir: string;
+  log: Logger;
+}
+
 /** One part of the agent. */
 export interface Part {
   /** Names it in logs. */
@@ -114,4 +143,6 @@ export interface Part {
   stop?(): Promise<void>;
   /** `--once`: one pass. */
   once?(): Promise<void>;
+  /** After every part stopped: a last step (give a lease up, remove a record). */
+  release?(): Promise<void>;
 }

@@ -15,9 +15,10 @@ import {
 import { parseListen, parseRedirect } from "../registry/server.ts";
 import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
 import { kubeletMinor } from "./discovery/pods_api_problem.ts";
+import type { CaKeyFlag } from "./identity/ca_key.ts";
 import { IDENTITY_DEFAULTS } from "./identity/identity_loop.ts";
 import { NODE_CERT_LIFETIME, parseNodeCertLifetime } from "./mesh/node_identity.ts";
-import { type FlagSpecs, readFlags, STATE_DIR_FLAG } from "./part.ts";
+import { flagHelp, type FlagSpecs, readFlags, STATE_DIR_FLAG } from "./part.ts";
 
 /** The flags of `run`, in help order: name, type, default and help, each written once. */
 export const RUN_FLAGS = {
@@ -228,6 +229,19 @@ export const RUN_FLAGS = {
   },
 } as const satisfies FlagSpecs;
 
+/** The help of `run`: its flags' lines come from `RUN_FLAGS`. */
+export const RUN_HELP = `Usage: podmin-agent run --bucket URL --cluster ID --nodegroup NAME [flags]
+
+Polls deployments/index.json, writes this NodeGroup's Pods as kubelet static
+Pod manifests and keeps their declared Parameter Store / Secrets Manager values
+in tmpfs. A failed or invalid read never removes a running Pod.
+
+Flags:
+${flagHelp(RUN_FLAGS)}
+
+Example:
+  podmin-agent run --bucket s3://my-cluster --cluster prod --nodegroup workers --once`;
+
 /** `--kubelet-version`: empty (an unset unit variable) is unknown; otherwise X.Y.Z. */
 function kubeletVersionFlag(v: string | undefined): string | undefined {
   if (v === undefined || v === "") return undefined;
@@ -281,27 +295,35 @@ export function runFlags(ctx: CommandContext) {
       hint: "auto runs the eBPF Service dataplane whenever --mesh-listen is given",
     });
   }
+  const nodeId = checkNodeId(v["node-id"] ?? defaultNodeId());
+  const nodeAddress = optionalIpv6(v["node-address"]);
   const duration = (flag: keyof typeof RUN_FLAGS & DurationFlag) =>
     parseDuration(v[flag], `--${flag}`);
   return {
     cluster,
     nodeGroup,
     dataplane: v.dataplane === "auto" && v["mesh-listen"] !== undefined,
-    nodeId: checkNodeId(v["node-id"] ?? defaultNodeId()),
-    nodeAddress: optionalIpv6(v["node-address"]),
+    nodeId,
+    /** The node part's addresses. */
+    node: { address: nodeAddress, podPrefix: ipv6Prefix },
     workloadCaKey: parseCaKeyFlag(v["workload-ca-key"]),
     workloadCaPublish: optionalS3Object(v["workload-ca-publish"], "--workload-ca-publish"),
-    telemetryDir: v["telemetry-dir"],
-    fluentBitIdentity: v["fluent-bit-identity"],
-    otelCa: optionalS3Object(v["otel-ca"], "--otel-ca"),
-    fluentBitUnit: v["fluent-bit-unit"],
+    telemetry: {
+      dir: v["telemetry-dir"],
+      fluentBitIdentity: v["fluent-bit-identity"],
+      otelCa: optionalS3Object(v["otel-ca"], "--otel-ca"),
+      fluentBitUnit: v["fluent-bit-unit"],
+    },
     dnsDir: v["dns-dir"],
     meshListen: v["mesh-listen"],
-    meshAdvertise: v["mesh-advertise"],
-    clusterCa: parseCaKeyFlag(v["cluster-ca"], "--cluster-ca"),
-    nodeCertLifetimeMs: parseNodeCertLifetime(v["node-cert-lifetime"]),
-    podsApiSocket: v["pods-api-socket"],
-    kubeletVersion: kubeletVersionFlag(v["kubelet-version"]),
+    mesh: {
+      listen: v["mesh-listen"],
+      advertiseHost: v["mesh-advertise"] ?? nodeAddress ?? "127.0.0.1",
+      clusterCa: parseCaKeyFlag(v["cluster-ca"], "--cluster-ca"),
+      nodeCertLifetimeMs: parseNodeCertLifetime(v["node-cert-lifetime"]),
+      podsApiSocket: v["pods-api-socket"],
+      kubeletVersion: kubeletVersionFlag(v["kubelet-version"]),
+    },
     ipv6Prefix,
     identity: {
       intervalMs: duration("identity-interval"),
@@ -312,14 +334,12 @@ export function runFlags(ctx: CommandContext) {
     },
     intervalMs: duration("interval"),
     region: stringFlag(ctx, "region") ?? defaultRegion(),
-    manifestDir: v["manifest-dir"],
-    secretsDir: v["secrets-dir"],
-    tlsDir: v["tls-dir"],
+    /** The deployments part's directories. */
+    dirs: { manifestDir: v["manifest-dir"], secretsDir: v["secrets-dir"], tlsDir: v["tls-dir"] },
     stateDir: v["state-dir"],
     secretsIntervalMs: duration("secrets-interval"),
     once: v.once,
-    registryListen: v["registry-listen"],
-    registryRedirect,
+    registry: { listen: v["registry-listen"], redirect: registryRedirect },
   };
 }
 
@@ -349,9 +369,6 @@ function optionalIpv6(value: string | undefined): string | undefined {
 function defaultNodeId(): string {
   return Deno.hostname().toLowerCase().split(".")[0];
 }
-
-/** `--workload-ca-key`: where the workload CA key comes from. */
-export type CaKeyFlag = { kind: "ssm" } | { kind: "file"; path: string } | { kind: "off" };
 
 function parseCaKeyFlag(value: string, flag = "--workload-ca-key"): CaKeyFlag {
   if (value === "ssm" || value === "off") return { kind: value };

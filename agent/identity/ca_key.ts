@@ -53,3 +53,18 @@ export function ssmCaKey(options: { provider: ValueProvider; cluster: string }):
 export function fileCaKey(path: string): CaKeySource {
   return new CachedKey(`file ${path}`, () => Deno.readTextFile(path));
 }
+
+/** `--workload-ca-key` or `--cluster-ca`: where a CA key comes from. */
+export type CaKeyFlag = { kind: "ssm" } | { kind: "file"; path: string } | { kind: "off" };
+
+/** The workload CA key source of `--workload-ca-key`, or undefined for "off". */
+export function caKeySource(options: {
+  flag: CaKeyFlag;
+  provider: ValueProvider;
+  cluster: string;
+}): CaKeySource | undefined {
+  const { flag } = options;
+  if (flag.kind === "off") return undefined;
+  if (flag.kind === "file") return fileCaKey(flag.path);
+  return ssmCaKey({ provider: options.provider, cluster: options.cluster });
+}

@@ -1,0 +1,41 @@
+/**
+ * The dataplane part of `podmin-agent run` (spec §7.6): the eBPF Service dataplane, its input the
+ * mesh snapshot joined with the Services; hinted by the Services, the mesh and kubelet's Pod events.
+ */
+
+import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
+import type { Part, PartContext } from "../part.ts";
+import type { ServicesView } from "../services_view.ts";
+import { Dataplane } from "./dataplane.ts";
+import { DATAPLANE_STATUS_FILE, NodeDataplane } from "./node_dataplane.ts";
+
+/** The dataplane part, or undefined when it is off (`--dataplane off`, or no mesh). */
+export function dataplanePart(o: {
+  context: PartContext;
+  enabled: boolean;
+  /** `--ipv6-prefix`: the node's delegated Pod prefix. */
+  podPrefix?: string;
+  services: ServicesView;
+  /** The mesh's newest cluster snapshot (undefined until the first). */
+  meshSnapshot: () => ClusterSnapshot | undefined;
+}): Part | undefined {
+  if (!o.enabled) return undefined;
+  const { hub, stateDir, log } = o.context;
+  const dataplane = new NodeDataplane({
+    dataplane: new Dataplane({ podPrefix: o.podPrefix, log }),
+    services: o.services,
+    meshSnapshot: o.meshSnapshot,
+    stateDir,
+    log,
+  });
+  for (const event of ["servicesChanged", "meshSnapshot", "podsEvent"] as const) {
+    hub.on(event, () => dataplane.hint());
+  }
+  return {
+    name: "dataplane",
+    statusFile: DATAPLANE_STATUS_FILE,
+    // DataplaneLoop runs its passes through Loop (dataplane_loop.ts).
+    start: () => dataplane.start(),
+    stop: () => dataplane.stop(),
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * The DNS part of `podmin-agent run --dns-dir`: the cluster zone for CoreDNS's file plugin, kept
+ * equal to the Services by a loop (`<state-dir>/dns.json` after each pass).
+ */
+
+import * as path from "node:path";
+import { Loop } from "../loop.ts";
+import type { Part, PartContext } from "../part.ts";
+import { DEFAULT_CLUSTER_DOMAIN, type ServicesView } from "../services_view.ts";
+import { writeJsonStatus } from "../status_file.ts";
+import { DnsPublisher, type DnsStatus } from "./dns_publisher.ts";
+
+const MAX_BACKOFF_MS = 30_000;
+
+/** The DNS part, or undefined without `--dns-dir`. */
+export function dnsPart(o: {
+  context: PartContext;
+  /** `--dns-dir`. */
+  dir?: string;
+  services: ServicesView;
+  /** `--interval`. */
+  intervalMs: number;
+}): Part | undefined {
+  if (!o.dir) return undefined;
+  const { hub, stateDir, log } = o.context;
+  const dns = new DnsPublisher({
+    services: o.services,
+    dir: o.dir,
+    domain: DEFAULT_CLUSTER_DOMAIN,
+    log,
+  });
+  const loop = new Loop<DnsStatus>({
+    name: "dns",
+    intervalMs: o.intervalMs,
+    maxBackoffMs: MAX_BACKOFF_MS,
+    log,
+    pass: async () => ({ status: await dns.pass() }),
+    status: (status) => writeJsonStatus(path.join(stateDir, "dns.json"), status),
+  });
+  // Whoever refreshed the Services (the mesh's timer too), the zone follows at once.
+  hub.on("servicesChanged", () => loop.hint());
+  return {
+    name: "dns",
+    statusFile: "dns.json",
+    start: () => loop.start(),
+    stop: () => loop.stop(),
+  };
+}

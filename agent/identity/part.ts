@@ -1,0 +1,193 @@
+/**
+ * The identity parts of `podmin-agent run`: the workload CA (the shared CA view, the Pod
+ * certificates the deployments pass issues, the CA maintenance loop) and the telemetry identity
+ * (Fluent Bit's client certificate and the OTel CA bundle).
+ */
+
+import { UsageError } from "../../core/kit/errors.ts";
+import type { RetryPolicy } from "../../core/kit/retry.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import type { S3Object } from "../../core/store/object_url.ts";
+import { openStore } from "../../core/store/store_url.ts";
+import { Loop } from "../loop.ts";
+import type { IndexNotifier } from "../mesh/index_notifier.ts";
+import type { Part, PartContext } from "../part.ts";
+import type { ServicesView } from "../services_view.ts";
+import { writeJsonStatus } from "../status_file.ts";
+import * as path from "node:path";
+import type { CaKeySource } from "./ca_key.ts";
+import { CaView } from "./ca_view.ts";
+import { identityCaLoop } from "./identity_loop.ts";
+import { PodCertificates } from "./pod_certificates.ts";
+import { TelemetryIdentity, type TelemetryStatus } from "./telemetry.ts";
+
+/** How often the CA state is re-read (spec §8.5: the trust window covers it). */
+const CA_STATE_REFRESH_MS = 30_000;
+/** The telemetry maintenance pass (the OTel CA bundle is re-read as often). */
+const TELEMETRY_INTERVAL_MS = 60_000;
+const MAX_BACKOFF_MS = 30_000;
+
+/** Options of `identityPart`. */
+export interface IdentityPartOptions {
+  context: PartContext;
+  cluster: string;
+  nodeId: string;
+  /** The workload CA key; no part without it (`--workload-ca-key off`). */
+  caKey?: CaKeySource;
+  /** The CA state's announcements, when reads follow them. */
+  notifier?: IndexNotifier;
+  services: ServicesView;
+  tlsDir: string;
+  /** `--workload-ca-publish`. */
+  publish?: S3Object;
+  region: string;
+  /** Retry policy of the external bucket's store. */
+  retry: RetryPolicy;
+  /** The identity-ca loop's durations (`--identity-*`, `--workload-ca-*`, `--clock-skew`). */
+  durations: {
+    intervalMs: number;
+    leaseMs: number;
+    caLifetimeMs: number;
+    trustWindowMs: number;
+    clockSkewMs: number;
+  };
+  /** With the mesh: whether this agent contends for the CA lease now (`ContentionGate`). */
+  contend?: () => boolean;
+}
+
+/** The workload CA part. */
+export interface IdentityPart extends Part {
+  ca: CaView;
+  /** How often the CA state is re-read (its announcement poll follows it). */
+  stateRefreshMs: number;
+  certificates: PodCertificates;
+}
+
+/** The workload CA part, or undefined without a key. */
+export function identityPart(o: IdentityPartOptions): IdentityPart | undefined {
+  const { caKey, notifier } = o;
+  if (!caKey) return undefined;
+  const { store, hub, stateDir, log } = o.context;
+  const ca = new CaView({
+    store,
+    caKey,
+    refreshMs: CA_STATE_REFRESH_MS,
+    gate: notifier && ((held) => notifier.shouldRead(held)),
+  });
+  // A new CA state is read by the next pass that issues (the gate lets it through).
+  if (notifier) hub.on("meshSnapshot", (snapshot) => notifier.onSnapshot(snapshot, ca.stateEtag));
+  const certificates = new PodCertificates({
+    cluster: o.cluster,
+    tlsDir: o.tlsDir,
+    store,
+    caKey,
+    ca,
+    services: o.services,
+    log,
+  });
+  const identity = identityCaLoop({
+    store,
+    cluster: o.cluster,
+    nodeId: o.nodeId,
+    keySource: caKey,
+    publish: o.publish,
+    region: o.region,
+    retry: o.retry,
+    ...o.durations,
+    stateDir,
+    contend: o.contend,
+    log,
+  });
+  return {
+    name: "identity-ca",
+    statusFile: "identity.json",
+    ca,
+    certificates,
+    stateRefreshMs: CA_STATE_REFRESH_MS,
+    start: () => identity.loop.start(),
+    stop: () => identity.loop.stop(),
+    // One CA pass first, so a single node bootstraps its workload CA in the same run.
+    once: () => identity.once(),
+    release: () => identity.release(),
+  };
+}
+
+/** Options of `telemetryPart`. */
+export interface TelemetryPartOptions {
+  context: PartContext;
+  cluster: string;
+  nodeGroup: string;
+  nodeId: string;
+  /** `--telemetry-dir`. */
+  dir: string;
+  /** `--fluent-bit-identity`. */
+  fluentBitIdentity: boolean;
+  /** `--otel-ca`. */
+  otelCa?: S3Object;
+  /** `--fluent-bit-unit`. */
+  fluentBitUnit: string;
+  /** The workload CA, when the agent keeps one. */
+  ca?: CaView;
+  region: string;
+  retry: RetryPolicy;
+}
+
+/** The Fluent Bit identity and OTel CA bundle keeper, when either is asked for. */
+export function telemetryPart(o: TelemetryPartOptions): Part | undefined {
+  if (!o.fluentBitIdentity && !o.otelCa) return undefined;
+  if (o.fluentBitIdentity && !o.ca) {
+    throw new UsageError("--fluent-bit-identity needs the workload CA key", {
+      hint: "drop --workload-ca-key off, or drop --fluent-bit-identity",
+    });
+  }
+  const { stateDir, log } = o.context;
+  let otelCa: { store: ObjectStore; key: string; refreshMs: number } | undefined;
+  if (o.otelCa) {
+    otelCa = {
+      store: openStore(`s3://${o.otelCa.bucket}`, { region: o.region, retry: o.retry }),
+      key: o.otelCa.key,
+      refreshMs: TELEMETRY_INTERVAL_MS,
+    };
+  }
+  const telemetry = new TelemetryIdentity({
+    cluster: o.cluster,
+    nodeGroup: o.nodeGroup,
+    nodeId: o.nodeId,
+    dir: o.dir,
+    ca: o.fluentBitIdentity ? o.ca : undefined,
+    otelCa,
+    restartFluentBit: () => systemctlRestart(o.fluentBitUnit),
+    log,
+  });
+  const loop = new Loop<TelemetryStatus>({
+    name: "telemetry",
+    intervalMs: TELEMETRY_INTERVAL_MS,
+    maxBackoffMs: MAX_BACKOFF_MS,
+    log,
+    pass: async () => ({ status: await telemetry.pass() }),
+    status: (status) => writeJsonStatus(path.join(stateDir, "telemetry.json"), status),
+  });
+  return {
+    name: "telemetry",
+    statusFile: "telemetry.json",
+    start: () => loop.start(),
+    stop: () => loop.stop(),
+  };
+}
+
+/** `systemctl restart UNIT`; throws with systemctl's message when it fails. */
+async function systemctlRestart(unit: string): Promise<void> {
+  const out = await new Deno.Command("systemctl", {
+    args: ["restart", unit],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (out.code !== 0) {
+    throw new Error(
+      `systemctl restart ${unit} exited ${out.code}: ${
+        new TextDecoder().decode(out.stderr).trim()
+      }`,
+    );
+  }
+}
