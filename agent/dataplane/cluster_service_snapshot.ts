@@ -8,7 +8,7 @@
 
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import { API_VERSION } from "../../core/model/resources.ts";
-import { backendProblem, type ServiceSnapshot } from "../../core/model/service_snapshot.ts";
+import { backendProblem, type ServiceSnapshot } from "./service_snapshot.ts";
 import type { KnownService } from "../services_view.ts";
 
 /** Which inputs a dataplane snapshot was built from (for status). */
