@@ -15,7 +15,7 @@ import { registryHostPart } from "./registry_host.ts";
 import { RUN_FLAGS, RUN_HELP, runFlags } from "./run_flags.ts";
 import { secretsPart } from "./secrets/part.ts";
 import { AwsValueProvider } from "./secrets/value_provider.ts";
-import { servicesPart } from "./services_part.ts";
+import { servicesPart } from "./services/part.ts";
 
 /**
  * The agent's store makes one attempt per operation: its loop is the retry (backoff with jitter),
@@ -39,14 +39,19 @@ const run: Command = {
     // With the mesh, reads of the deployments index, the services index and the CA state follow
     // the coordinator's announcements (spec §7.9): an idle cluster's reads are the coordinator's.
     const link = new MeshLink({ listen: f.meshListen, once: f.once });
-    const services = servicesPart({ context, intervalMs, notifier: link.notifier("services") });
+    const services = servicesPart({
+      context,
+      intervalMs,
+      notifier: link.notifier("services"),
+      once: f.once,
+    });
     const identity = identityPart({
       context,
       cluster,
       nodeId,
       caKey,
       notifier: caKey && link.notifier("caState"),
-      services: services.view,
+      services,
       tlsDir: f.dirs.tlsDir,
       publish: f.workloadCaPublish,
       region,
@@ -89,7 +94,7 @@ const run: Command = {
       context,
       enabled: f.dataplane,
       podPrefix: f.node.podPrefix,
-      services: services.view,
+      services,
       meshSnapshot: () => link.snapshot(),
     });
     const mesh = meshPart({
@@ -100,7 +105,7 @@ const run: Command = {
       nodeId,
       ...f.mesh,
       provider,
-      services: services.view,
+      services,
       intervalMs,
       caStateMs: identity?.stateRefreshMs,
     });
@@ -113,11 +118,12 @@ const run: Command = {
       discovery: () => mesh?.mesh.recordExtras(),
       problem: () => mesh?.mesh.problem(),
     });
-    const dns = dnsPart({ context, dir: f.dnsDir, services: services.view, intervalMs });
-    const loops = [deployments, node, identity, dns, dataplane, telemetry];
+    const dns = dnsPart({ context, dir: f.dnsDir, services, intervalMs });
+    const loops = [services, deployments, node, identity, dns, dataplane, telemetry];
     registry?.start?.();
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
-    for (const part of loops) part?.start?.();
+    await services.start?.(); // the first read, before its readers start
+    for (const part of loops.slice(1)) part?.start?.();
     // The mesh starts after the loops; its events reach them then.
     await mesh?.start?.();
     await stopSignal();

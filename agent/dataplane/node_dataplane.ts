@@ -11,7 +11,7 @@
 import * as path from "node:path";
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
-import type { ServicesView } from "../services_view.ts";
+import type { ServicesView } from "../services/services_view.ts";
 import { readJsonStatus, writeJsonStatus } from "../status_file.ts";
 import { clusterServiceSnapshot, type SnapshotOrigin } from "./cluster_service_snapshot.ts";
 import { parseServiceSnapshot, type ServiceSnapshot } from "./service_snapshot.ts";

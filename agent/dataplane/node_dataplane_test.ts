@@ -3,7 +3,7 @@ import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import { silentLogger } from "../../core/kit/log.ts";
 import type { Service } from "../../core/model/resources.ts";
 import type { ServiceSnapshot } from "./service_snapshot.ts";
-import type { KnownService } from "../services_view.ts";
+import type { KnownService } from "../services/services_view.ts";
 import { type ApplyResult, noChanges } from "./dataplane.ts";
 import { clusterServiceSnapshot } from "./cluster_service_snapshot.ts";
 import { NodeDataplane, readDataplaneRunStatus } from "./node_dataplane.ts";

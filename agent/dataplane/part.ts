@@ -5,7 +5,7 @@
 
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import type { Part, PartContext } from "../part.ts";
-import type { ServicesView } from "../services_view.ts";
+import type { ServicesSource } from "../services/part.ts";
 import { Dataplane } from "./dataplane.ts";
 import { DATAPLANE_STATUS_FILE, NodeDataplane } from "./node_dataplane.ts";
 
@@ -15,15 +15,16 @@ export function dataplanePart(o: {
   enabled: boolean;
   /** `--ipv6-prefix`: the node's delegated Pod prefix. */
   podPrefix?: string;
-  services: ServicesView;
+  services: ServicesSource;
   /** The mesh's newest cluster snapshot (undefined until the first). */
   meshSnapshot: () => ClusterSnapshot | undefined;
 }): Part | undefined {
   if (!o.enabled) return undefined;
   const { hub, stateDir, log } = o.context;
+  const services = o.services.reader();
   const dataplane = new NodeDataplane({
     dataplane: new Dataplane({ podPrefix: o.podPrefix, log }),
-    services: o.services,
+    services,
     meshSnapshot: o.meshSnapshot,
     stateDir,
     log,

@@ -6,7 +6,8 @@
 import * as path from "node:path";
 import { Loop } from "../loop.ts";
 import type { Part, PartContext } from "../part.ts";
-import { DEFAULT_CLUSTER_DOMAIN, type ServicesView } from "../services_view.ts";
+import { DEFAULT_CLUSTER_DOMAIN } from "../services/services_view.ts";
+import type { ServicesSource } from "../services/part.ts";
 import { writeJsonStatus } from "../status_file.ts";
 import { DnsPublisher, type DnsStatus } from "./dns_publisher.ts";
 
@@ -17,16 +18,18 @@ export function dnsPart(o: {
   context: PartContext;
   /** `--dns-dir`. */
   dir?: string;
-  services: ServicesView;
+  services: ServicesSource;
   /** `--interval`. */
   intervalMs: number;
 }): Part | undefined {
   if (!o.dir) return undefined;
   const { hub, stateDir, log } = o.context;
+  const services = o.services.reader();
   const dns = new DnsPublisher({
-    services: o.services,
+    services,
     dir: o.dir,
     domain: DEFAULT_CLUSTER_DOMAIN,
+    refreshServices: false, // the Services loop refreshes them
     log,
   });
   const loop = new Loop<DnsStatus>({
@@ -37,7 +40,7 @@ export function dnsPart(o: {
     pass: async () => ({ status: await dns.pass() }),
     status: (status) => writeJsonStatus(path.join(stateDir, "dns.json"), status),
   });
-  // Whoever refreshed the Services (the mesh's timer too), the zone follows at once.
+  // The Services loop refreshed them (on its interval or an announcement): the zone follows at once.
   hub.on("servicesChanged", () => loop.hint());
   return {
     name: "dns",

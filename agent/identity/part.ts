@@ -12,7 +12,7 @@ import { openStore } from "../../core/store/store_url.ts";
 import { Loop } from "../loop.ts";
 import type { IndexNotifier } from "../mesh/index_notifier.ts";
 import type { Part, PartContext } from "../part.ts";
-import type { ServicesView } from "../services_view.ts";
+import type { ServicesSource } from "../services/part.ts";
 import { writeJsonStatus } from "../status_file.ts";
 import * as path from "node:path";
 import type { CaKeySource } from "./ca_key.ts";
@@ -36,7 +36,7 @@ export interface IdentityPartOptions {
   caKey?: CaKeySource;
   /** The CA state's announcements, when reads follow them. */
   notifier?: IndexNotifier;
-  services: ServicesView;
+  services: ServicesSource;
   tlsDir: string;
   /** `--workload-ca-publish`. */
   publish?: S3Object;
@@ -68,6 +68,7 @@ export function identityPart(o: IdentityPartOptions): IdentityPart | undefined {
   const { caKey, notifier } = o;
   if (!caKey) return undefined;
   const { store, hub, stateDir, log } = o.context;
+  const services = o.services.reader();
   const ca = new CaView({
     store,
     caKey,
@@ -82,7 +83,8 @@ export function identityPart(o: IdentityPartOptions): IdentityPart | undefined {
     store,
     caKey,
     ca,
-    services: o.services,
+    services,
+    refreshServices: !o.services.loopRefreshes,
     log,
   });
   const identity = identityCaLoop({

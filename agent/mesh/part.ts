@@ -9,7 +9,7 @@ import type { AnnouncedObject, ClusterSnapshot } from "../../core/model/endpoint
 import { clusterCaName } from "../../core/model/provider_names.ts";
 import type { CaKeyFlag } from "../identity/ca_key.ts";
 import type { Part, PartContext } from "../part.ts";
-import type { ServicesView } from "../services_view.ts";
+import type { ServicesSource } from "../services/part.ts";
 import type { AwsValueProvider } from "../secrets/value_provider.ts";
 import { DiscoveryMesh } from "./discovery_mesh.ts";
 import { IndexNotifier } from "./index_notifier.ts";
@@ -97,7 +97,7 @@ export interface MeshPartOptions {
   nodeCertLifetimeMs: number;
   podsApiSocket: string;
   kubeletVersion?: string;
-  services: ServicesView;
+  services: ServicesSource;
   /** `--interval`: the Services refresh and the coordinator's polls. */
   intervalMs: number;
   /** The CA state's announcement poll, when the agent keeps a workload CA. */
@@ -108,6 +108,7 @@ export interface MeshPartOptions {
 export function meshPart(o: MeshPartOptions): (Part & { mesh: DiscoveryMesh }) | undefined {
   if (!o.listen) return undefined;
   const { store, hub, stateDir, log } = o.context;
+  const services = o.services.reader();
   const mesh = new DiscoveryMesh({
     store,
     cluster: o.cluster,
@@ -119,8 +120,9 @@ export function meshPart(o: MeshPartOptions): (Part & { mesh: DiscoveryMesh }) |
     advertiseHost: o.advertiseHost,
     podsApiSocket: o.podsApiSocket,
     kubeletVersion: o.kubeletVersion,
-    services: o.services,
+    services,
     servicesIntervalMs: o.intervalMs,
+    refreshServices: false, // the Services loop refreshes them
     announce: clusterAnnouncers(store, { intervalMs: o.intervalMs, caStateMs: o.caStateMs }),
     pollMs: o.intervalMs,
     onLocalChange: () => hub.emit("localEndpointsChanged"),

@@ -21,7 +21,7 @@ import * as path from "node:path";
 import { DnsPublisher } from "../../agent/dns/dns_publisher.ts";
 import { Loop } from "../../agent/loop.ts";
 import { RUN_FLAGS } from "../../agent/run_flags.ts";
-import { DEFAULT_CLUSTER_DOMAIN } from "../../agent/services_view.ts";
+import { DEFAULT_CLUSTER_DOMAIN } from "../../agent/services/services_view.ts";
 import { parseDuration } from "../../core/kit/duration.ts";
 import { silentLogger } from "../../core/kit/log.ts";
 import { SERVICE_INDEX } from "../../core/bucket/bucket_layout.ts";
