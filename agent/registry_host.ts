@@ -4,9 +4,45 @@
  */
 
 import { createLogger } from "../core/kit/log.ts";
+import {
+  REGISTRY_LISTEN,
+  REGISTRY_REDIRECT_MIN_BYTES,
+  REGISTRY_REDIRECT_TTL,
+} from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
 import { parseListen, type RegistryRedirect, serveRegistry } from "../registry/server.ts";
-import type { Part, PartContext } from "./part.ts";
+import type { FlagSpecs, Part, PartContext } from "./part.ts";
+
+/** The registry host part's flags. */
+export const REGISTRY_FLAGS = {
+  "registry-listen": {
+    type: "string",
+    default: REGISTRY_LISTEN,
+    arg: "ADDR",
+    help: "serve the loopback registry here (default {default});\n" +
+      '"off" disables it; not started with --once; loopback only',
+  },
+  "registry-allow-non-loopback": {
+    type: "boolean",
+    help: "\nallow a non-loopback --registry-listen (no authentication:\n" +
+      "only where a firewall restricts who reaches it)",
+  },
+  "registry-redirect-min-bytes": {
+    type: "string",
+    default: String(REGISTRY_REDIRECT_MIN_BYTES),
+    arg: "N|off",
+    help: "\non an S3 bucket, answer a registry GET of a blob of at least N\n" +
+      "bytes (KiB/MiB/GiB suffixes; default 1MiB) with a 307 to a\n" +
+      'presigned URL of its key at the store\'s endpoint; "off" serves\n' +
+      "every blob through the registry, verified",
+  },
+  "registry-redirect-ttl": {
+    type: "string",
+    default: REGISTRY_REDIRECT_TTL,
+    arg: "DUR",
+    help: "\nlifetime of those URLs, 1s to 1h (default {default})",
+  },
+} as const satisfies FlagSpecs;
 
 /** The registry host part, or undefined for `--registry-listen off`. */
 export function registryHostPart(o: {

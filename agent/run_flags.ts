@@ -7,41 +7,30 @@ import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../core/model/ipv6.ts";
 import { checkClusterId, checkNodeGroup, checkNodeId } from "../core/model/names.ts";
 import { defaultRegion } from "../core/store/store_url.ts";
 import { parseS3ObjectUrl, type S3Object } from "../core/store/object_url.ts";
-import {
-  REGISTRY_LISTEN,
-  REGISTRY_REDIRECT_MIN_BYTES,
-  REGISTRY_REDIRECT_TTL,
-} from "../registry/defaults.ts";
 import { parseListen, parseRedirect } from "../registry/server.ts";
-import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
+import { DATAPLANE_FLAGS } from "./dataplane/part.ts";
+import { DEPLOYMENTS_FLAGS } from "./deployments/part.ts";
+import { DISCOVERY_FLAGS } from "./discovery/part.ts";
+import { DNS_FLAGS } from "./dns/part.ts";
 import { kubeletMinor } from "./discovery/pods_api_problem.ts";
 import type { CaKeyFlag } from "./identity/ca_key.ts";
-import { IDENTITY_DEFAULTS } from "./identity/identity_loop.ts";
-import { NODE_CERT_LIFETIME, parseNodeCertLifetime } from "./mesh/node_identity.ts";
+import { IDENTITY_FLAGS, TELEMETRY_FLAGS } from "./identity/part.ts";
+import { MESH_FLAGS } from "./mesh/part.ts";
+import { parseNodeCertLifetime } from "./mesh/node_identity.ts";
+import { NODE_FLAGS } from "./node/part.ts";
 import { flagHelp, type FlagSpecs, readFlags, STATE_DIR_FLAG } from "./part.ts";
+import { REGISTRY_FLAGS } from "./registry_host.ts";
+import { SECRETS_FLAGS } from "./secrets/part.ts";
 
-/** The flags of `run`, in help order: name, type, default and help, each written once. */
+/**
+ * The flags of `run`, in help order: its own, then each part's (name, type, default and help,
+ * each written once, by the part that reads it).
+ */
 export const RUN_FLAGS = {
   cluster: { type: "string", arg: "ID", help: "cluster id (parameter names /<cluster>/…)" },
   nodegroup: { type: "string", arg: "NAME", help: "this node's NodeGroup" },
-  "manifest-dir": {
-    type: "string",
-    default: "/etc/podmin/manifests",
-    arg: "DIR",
-    help: "kubelet static Pod directory (default {default})",
-  },
-  "secrets-dir": {
-    type: "string",
-    default: "/run/podmin/secrets",
-    arg: "DIR",
-    help: "tmpfs root of per-Pod values (default {default})",
-  },
-  "tls-dir": {
-    type: "string",
-    default: "/run/podmin/tls",
-    arg: "DIR",
-    help: "tmpfs root of per-Pod certificates (default {default})",
-  },
+  ...DEPLOYMENTS_FLAGS,
+  ...SECRETS_FLAGS,
   "state-dir": STATE_DIR_FLAG,
   interval: {
     type: "string",
@@ -49,184 +38,25 @@ export const RUN_FLAGS = {
     arg: "DURATION",
     help: "index poll interval (default {default})",
   },
-  "secrets-interval": {
-    type: "string",
-    default: "60s",
-    arg: "DUR",
-    help: "value refresh interval (default {default})",
-  },
   once: {
     type: "boolean",
     help: "one full pass; exit 0 when converged, 1 with the reasons otherwise",
   },
   provider: { type: "string", default: "aws", arg: "aws", help: "cloud provider (only aws)" },
-  "ipv6-prefix": {
-    type: "string",
-    arg: "PREFIX",
-    help: "the node's delegated Pod prefix (used by the dataplane)",
-  },
-  "node-address": {
-    type: "string",
-    arg: "ADDR",
-    help: "this node's IPv6 address, for its record under dns/nodes/",
-  },
   "node-id": {
     type: "string",
     arg: "ID",
     help: "this node's id, a DNS label (default: the host name; the\n" +
       "EC2 instance id on nodes); names it in leases and records",
   },
-  "workload-ca-key": {
-    type: "string",
-    default: "ssm",
-    arg: "SOURCE",
-    help: 'the workload CA key: "{default}" (default,\n' +
-      '/<cluster>/_system/workload-ca-key), "file:PATH" (a PEM on\n' +
-      'tmpfs, as podmin local uses) or "off" (no Pod certificates)',
-  },
-  "telemetry-dir": {
-    type: "string",
-    default: "/run/podmin/telemetry",
-    arg: "DIR",
-    help: "tmpfs subtree of the Fluent Bit identity and the OTel CA\nbundle (default {default})",
-  },
-  "fluent-bit-identity": {
-    type: "boolean",
-    help: "keep a client-only Fluent Bit certificate in\n" +
-      "<telemetry-dir>/client (validated every pass, renewed at\n" +
-      "half-life; Fluent Bit restarted after each swap)",
-  },
-  "otel-ca": {
-    type: "string",
-    arg: "URL",
-    help: "keep the OTLP server CA bundle s3://BUCKET/KEY in\n" +
-      "<telemetry-dir>/otel-ca (last good kept on failures)",
-  },
-  "mesh-listen": {
-    type: "string",
-    arg: "ADDR",
-    help: "join the endpoint mesh: serve it on ADDR (e.g. [::]:7443), watch\n" +
-      "kubelet's Pods API, report this node's ready endpoints and keep\n" +
-      "the cluster snapshot in <state-dir>/mesh.json; off by default",
-  },
-  "mesh-advertise": {
-    type: "string",
-    arg: "HOST",
-    help: "the address peers reach this node at (default --node-address)",
-  },
-  "cluster-ca": {
-    type: "string",
-    default: "ssm",
-    arg: "SOURCE",
-    help: 'the cluster CA of mesh certificates: "{default}" (default,\n' +
-      '/<cluster>/_system/cluster-ca) or "file:PATH" (PEM on tmpfs)',
-  },
-  "node-cert-lifetime": {
-    type: "string",
-    default: NODE_CERT_LIFETIME.default,
-    arg: "DUR",
-    help: "lifetime of the mesh node certificate (default\n" +
-      "{default}, 2s..720h); renewed at half of it while\n" +
-      "the agent runs, retried with backoff when renewal fails",
-  },
-  "pods-api-socket": {
-    type: "string",
-    default: PODS_API_SOCKET,
-    arg: "PATH",
-    help: "kubelet's Pods API (default {default})",
-  },
-  "kubelet-version": {
-    type: "string",
-    arg: "X.Y.Z",
-    help: "the node's kubelet (vmconfig passes it): one without the Pods API\n" +
-      "(before 1.36) is reported at once by the status and the node record",
-  },
-  dataplane: {
-    type: "string",
-    default: "auto",
-    arg: "auto|off",
-    help: 'the eBPF Service dataplane: "{default}" (default) runs it with\n' +
-      "--mesh-listen (its input is the mesh snapshot joined with the\n" +
-      "Services); it loads while there are Services, detaches when\n" +
-      "there are none; needs root (CAP_BPF, CAP_NET_ADMIN)",
-  },
-  "dns-dir": {
-    type: "string",
-    arg: "DIR",
-    help: "write the cluster zone (<svc>.<ns>.svc.cluster.local AAAA\n" +
-      "the Service VIP) here for CoreDNS's file plugin; off by default",
-  },
-  "fluent-bit-unit": {
-    type: "string",
-    default: "podmin-fluent-bit.service",
-    arg: "UNIT",
-    help: "systemd unit restarted after a swap (default\n{default})",
-  },
-  "workload-ca-publish": {
-    type: "string",
-    arg: "URL",
-    help: "publish every retained workload CA certificate as PEM to\n" +
-      "this exact s3://BUCKET/KEY before CA promotion",
-  },
-  "identity-interval": {
-    type: "string",
-    default: IDENTITY_DEFAULTS.interval,
-    arg: "DUR",
-    help: "workload CA maintenance pass interval (default {default})",
-  },
-  "identity-lease": {
-    type: "string",
-    default: IDENTITY_DEFAULTS.lease,
-    arg: "DUR",
-    help: "CA leader lease duration (default {default}; at\nleast 3 intervals)",
-  },
-  "workload-ca-lifetime": {
-    type: "string",
-    default: IDENTITY_DEFAULTS.caLifetime,
-    arg: "DUR",
-    help: "lifetime of a new workload CA certificate (default\n" +
-      "{default}); rotation starts at a third left",
-  },
-  "workload-ca-trust-window": {
-    type: "string",
-    default: IDENTITY_DEFAULTS.trustWindow,
-    arg: "DUR",
-    help: "how long agents may use a CA state they read before\n" +
-      "promotion may rely on it (default {default})",
-  },
-  "clock-skew": {
-    type: "string",
-    default: IDENTITY_DEFAULTS.clockSkew,
-    arg: "DUR",
-    help: "bound on clock differences between nodes (default {default})",
-  },
-  "registry-listen": {
-    type: "string",
-    default: REGISTRY_LISTEN,
-    arg: "ADDR",
-    help: "serve the loopback registry here (default {default});\n" +
-      '"off" disables it; not started with --once; loopback only',
-  },
-  "registry-allow-non-loopback": {
-    type: "boolean",
-    help: "\nallow a non-loopback --registry-listen (no authentication:\n" +
-      "only where a firewall restricts who reaches it)",
-  },
-  "registry-redirect-min-bytes": {
-    type: "string",
-    default: String(REGISTRY_REDIRECT_MIN_BYTES),
-    arg: "N|off",
-    help: "\non an S3 bucket, answer a registry GET of a blob of at least N\n" +
-      "bytes (KiB/MiB/GiB suffixes; default 1MiB) with a 307 to a\n" +
-      'presigned URL of its key at the store\'s endpoint; "off" serves\n' +
-      "every blob through the registry, verified",
-  },
-  "registry-redirect-ttl": {
-    type: "string",
-    default: REGISTRY_REDIRECT_TTL,
-    arg: "DUR",
-    help: "\nlifetime of those URLs, 1s to 1h (default {default})",
-  },
+  ...NODE_FLAGS,
+  ...IDENTITY_FLAGS,
+  ...TELEMETRY_FLAGS,
+  ...MESH_FLAGS,
+  ...DISCOVERY_FLAGS,
+  ...DATAPLANE_FLAGS,
+  ...DNS_FLAGS,
+  ...REGISTRY_FLAGS,
 } as const satisfies FlagSpecs;
 
 /** The help of `run`: its flags' lines come from `RUN_FLAGS`. */

@@ -4,10 +4,23 @@
  */
 
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
-import type { Part, PartContext } from "../part.ts";
+import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import type { ServicesSource } from "../services/part.ts";
 import { Dataplane } from "./dataplane.ts";
 import { DATAPLANE_STATUS_FILE, NodeDataplane } from "./node_dataplane.ts";
+
+/** The dataplane part's flags. */
+export const DATAPLANE_FLAGS = {
+  dataplane: {
+    type: "string",
+    default: "auto",
+    arg: "auto|off",
+    help: 'the eBPF Service dataplane: "{default}" (default) runs it with\n' +
+      "--mesh-listen (its input is the mesh snapshot joined with the\n" +
+      "Services); it loads while there are Services, detaches when\n" +
+      "there are none; needs root (CAP_BPF, CAP_NET_ADMIN)",
+  },
+} as const satisfies FlagSpecs;
 
 /** The dataplane part, or undefined when it is off (`--dataplane off`, or no mesh). */
 export function dataplanePart(o: {

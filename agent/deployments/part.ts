@@ -8,10 +8,20 @@ import type { NodeDeployment } from "../../core/bucket/node_record.ts";
 import type { PodCertificates } from "../identity/pod_certificates.ts";
 import { Loop } from "../loop.ts";
 import { ANNOUNCED_HINT_DELAY_MS, type IndexNotifier } from "../mesh/index_notifier.ts";
-import type { Part, PartContext } from "../part.ts";
+import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
 import { DeploymentsLoop } from "./deployments_loop.ts";
 import { type AgentStatus, writeStatus } from "./status.ts";
+
+/** The deployments part's flags. */
+export const DEPLOYMENTS_FLAGS = {
+  "manifest-dir": {
+    type: "string",
+    default: "/etc/podmin/manifests",
+    arg: "DIR",
+    help: "kubelet static Pod directory (default {default})",
+  },
+} as const satisfies FlagSpecs;
 
 const MAX_BACKOFF_MS = 30_000;
 

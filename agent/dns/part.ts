@@ -5,11 +5,21 @@
 
 import * as path from "node:path";
 import { Loop } from "../loop.ts";
-import type { Part, PartContext } from "../part.ts";
+import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import { DEFAULT_CLUSTER_DOMAIN } from "../services/services_view.ts";
 import type { ServicesSource } from "../services/part.ts";
 import { writeJsonStatus } from "../status_file.ts";
 import { DnsPublisher, type DnsStatus } from "./dns_publisher.ts";
+
+/** The DNS part's flags. */
+export const DNS_FLAGS = {
+  "dns-dir": {
+    type: "string",
+    arg: "DIR",
+    help: "write the cluster zone (<svc>.<ns>.svc.cluster.local AAAA\n" +
+      "the Service VIP) here for CoreDNS's file plugin; off by default",
+  },
+} as const satisfies FlagSpecs;
 
 const MAX_BACKOFF_MS = 30_000;
 

@@ -11,15 +11,99 @@ import type { S3Object } from "../../core/store/object_url.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { Loop } from "../loop.ts";
 import type { IndexNotifier } from "../mesh/index_notifier.ts";
-import type { Part, PartContext } from "../part.ts";
+import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import type { ServicesSource } from "../services/part.ts";
 import { writeJsonStatus } from "../status_file.ts";
 import * as path from "node:path";
 import type { CaKeySource } from "./ca_key.ts";
 import { CaView } from "./ca_view.ts";
-import { identityCaLoop } from "./identity_loop.ts";
+import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity_loop.ts";
 import { PodCertificates } from "./pod_certificates.ts";
 import { TelemetryIdentity, type TelemetryStatus } from "./telemetry.ts";
+
+/** The telemetry part's flags. */
+export const TELEMETRY_FLAGS = {
+  "telemetry-dir": {
+    type: "string",
+    default: "/run/podmin/telemetry",
+    arg: "DIR",
+    help: "tmpfs subtree of the Fluent Bit identity and the OTel CA\nbundle (default {default})",
+  },
+  "fluent-bit-identity": {
+    type: "boolean",
+    help: "keep a client-only Fluent Bit certificate in\n" +
+      "<telemetry-dir>/client (validated every pass, renewed at\n" +
+      "half-life; Fluent Bit restarted after each swap)",
+  },
+  "otel-ca": {
+    type: "string",
+    arg: "URL",
+    help: "keep the OTLP server CA bundle s3://BUCKET/KEY in\n" +
+      "<telemetry-dir>/otel-ca (last good kept on failures)",
+  },
+  "fluent-bit-unit": {
+    type: "string",
+    default: "podmin-fluent-bit.service",
+    arg: "UNIT",
+    help: "systemd unit restarted after a swap (default\n{default})",
+  },
+} as const satisfies FlagSpecs;
+
+/** The workload CA part's flags. */
+export const IDENTITY_FLAGS = {
+  "tls-dir": {
+    type: "string",
+    default: "/run/podmin/tls",
+    arg: "DIR",
+    help: "tmpfs root of per-Pod certificates (default {default})",
+  },
+  "workload-ca-key": {
+    type: "string",
+    default: "ssm",
+    arg: "SOURCE",
+    help: 'the workload CA key: "{default}" (default,\n' +
+      '/<cluster>/_system/workload-ca-key), "file:PATH" (a PEM on\n' +
+      'tmpfs, as podmin local uses) or "off" (no Pod certificates)',
+  },
+  "workload-ca-publish": {
+    type: "string",
+    arg: "URL",
+    help: "publish every retained workload CA certificate as PEM to\n" +
+      "this exact s3://BUCKET/KEY before CA promotion",
+  },
+  "identity-interval": {
+    type: "string",
+    default: IDENTITY_DEFAULTS.interval,
+    arg: "DUR",
+    help: "workload CA maintenance pass interval (default {default})",
+  },
+  "identity-lease": {
+    type: "string",
+    default: IDENTITY_DEFAULTS.lease,
+    arg: "DUR",
+    help: "CA leader lease duration (default {default}; at\nleast 3 intervals)",
+  },
+  "workload-ca-lifetime": {
+    type: "string",
+    default: IDENTITY_DEFAULTS.caLifetime,
+    arg: "DUR",
+    help: "lifetime of a new workload CA certificate (default\n" +
+      "{default}); rotation starts at a third left",
+  },
+  "workload-ca-trust-window": {
+    type: "string",
+    default: IDENTITY_DEFAULTS.trustWindow,
+    arg: "DUR",
+    help: "how long agents may use a CA state they read before\n" +
+      "promotion may rely on it (default {default})",
+  },
+  "clock-skew": {
+    type: "string",
+    default: IDENTITY_DEFAULTS.clockSkew,
+    arg: "DUR",
+    help: "bound on clock differences between nodes (default {default})",
+  },
+} as const satisfies FlagSpecs;
 
 /** How often the CA state is re-read (spec §8.5: the trust window covers it). */
 const CA_STATE_REFRESH_MS = 30_000;

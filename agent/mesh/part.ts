@@ -8,13 +8,45 @@ import { UsageError } from "../../core/kit/errors.ts";
 import type { AnnouncedObject, ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import { clusterCaName } from "../../core/model/provider_names.ts";
 import type { CaKeyFlag } from "../identity/ca_key.ts";
-import type { Part, PartContext } from "../part.ts";
+import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import type { ServicesSource } from "../services/part.ts";
 import type { AwsValueProvider } from "../secrets/value_provider.ts";
 import { DiscoveryMesh } from "./discovery_mesh.ts";
 import { IndexNotifier } from "./index_notifier.ts";
 import { clusterAnnouncers } from "./index_poller.ts";
+import { NODE_CERT_LIFETIME } from "./node_identity.ts";
 import { type ClusterCa, parseClusterCa } from "./node_tls.ts";
+
+/** The mesh part's flags. */
+export const MESH_FLAGS = {
+  "mesh-listen": {
+    type: "string",
+    arg: "ADDR",
+    help: "join the endpoint mesh: serve it on ADDR (e.g. [::]:7443), watch\n" +
+      "kubelet's Pods API, report this node's ready endpoints and keep\n" +
+      "the cluster snapshot in <state-dir>/mesh.json; off by default",
+  },
+  "mesh-advertise": {
+    type: "string",
+    arg: "HOST",
+    help: "the address peers reach this node at (default --node-address)",
+  },
+  "cluster-ca": {
+    type: "string",
+    default: "ssm",
+    arg: "SOURCE",
+    help: 'the cluster CA of mesh certificates: "{default}" (default,\n' +
+      '/<cluster>/_system/cluster-ca) or "file:PATH" (PEM on tmpfs)',
+  },
+  "node-cert-lifetime": {
+    type: "string",
+    default: NODE_CERT_LIFETIME.default,
+    arg: "DUR",
+    help: "lifetime of the mesh node certificate (default\n" +
+      "{default}, 2s..720h); renewed at half of it while\n" +
+      "the agent runs, retried with backoff when renewal fails",
+  },
+} as const satisfies FlagSpecs;
 
 /** The cluster CA of `--cluster-ca` (certificate and key), in memory. */
 export async function loadClusterCa(options: {

@@ -9,8 +9,22 @@ import type { NodeDeployment } from "../../core/bucket/node_record.ts";
 import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
 import { canTrimMalloc, trimMalloc } from "../../ffi/malloc_trim.ts";
 import { Loop } from "../loop.ts";
-import type { Part, PartContext } from "../part.ts";
+import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import { NodeRecordWriter } from "./node_record_writer.ts";
+
+/** The node part's flags (its record, and the dataplane's Pod prefix). */
+export const NODE_FLAGS = {
+  "ipv6-prefix": {
+    type: "string",
+    arg: "PREFIX",
+    help: "the node's delegated Pod prefix (used by the dataplane)",
+  },
+  "node-address": {
+    type: "string",
+    arg: "ADDR",
+    help: "this node's IPv6 address, for its record under dns/nodes/",
+  },
+} as const satisfies FlagSpecs;
 
 const MAX_BACKOFF_MS = 30_000;
 /**

@@ -4,9 +4,25 @@
  */
 
 import type { Logger } from "../../core/kit/log.ts";
-import type { Part } from "../part.ts";
+import type { FlagSpecs, Part } from "../part.ts";
 import { SecretsSync } from "./secrets_sync.ts";
 import type { AwsValueProvider } from "./value_provider.ts";
+
+/** The secrets part's flags. */
+export const SECRETS_FLAGS = {
+  "secrets-dir": {
+    type: "string",
+    default: "/run/podmin/secrets",
+    arg: "DIR",
+    help: "tmpfs root of per-Pod values (default {default})",
+  },
+  "secrets-interval": {
+    type: "string",
+    default: "60s",
+    arg: "DUR",
+    help: "value refresh interval (default {default})",
+  },
+} as const satisfies FlagSpecs;
 
 /** The secrets part: the sync the deployments pass drives. */
 export function secretsPart(o: {
