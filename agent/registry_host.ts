@@ -10,8 +10,13 @@ import {
   REGISTRY_REDIRECT_TTL,
 } from "../registry/defaults.ts";
 import { ImageReader } from "../registry/image_reader.ts";
-import { parseListen, type RegistryRedirect, serveRegistry } from "../registry/server.ts";
-import type { FlagSpecs, Part, PartContext } from "./part.ts";
+import {
+  parseListen,
+  parseRedirect,
+  type RegistryRedirect,
+  serveRegistry,
+} from "../registry/server.ts";
+import type { FlagSpecs, FlagValues, Part, PartContext } from "./part.ts";
 
 /** The registry host part's flags. */
 export const REGISTRY_FLAGS = {
@@ -43,6 +48,27 @@ export const REGISTRY_FLAGS = {
     help: "\nlifetime of those URLs, 1s to 1h (default {default})",
   },
 } as const satisfies FlagSpecs;
+
+/** The registry host's flags, checked: a refused address fails the command, not only a log. */
+export function registryFlags(v: FlagValues<typeof REGISTRY_FLAGS>): {
+  listen: string;
+  redirect: RegistryRedirect | undefined;
+} {
+  if (v["registry-listen"] !== "off") {
+    parseListen(v["registry-listen"], {
+      allowNonLoopback: v["registry-allow-non-loopback"],
+      flag: "--registry-listen",
+      allowFlag: "--registry-allow-non-loopback",
+    });
+  }
+  const redirect = parseRedirect({
+    minBytes: v["registry-redirect-min-bytes"],
+    ttl: v["registry-redirect-ttl"],
+    minBytesFlag: "--registry-redirect-min-bytes",
+    ttlFlag: "--registry-redirect-ttl",
+  });
+  return { listen: v["registry-listen"], redirect };
+}
 
 /** The registry host part, or undefined for `--registry-listen off`. */
 export function registryHostPart(o: {

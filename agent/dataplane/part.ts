@@ -3,8 +3,9 @@
  * mesh snapshot joined with the Services; hinted by the Services, the mesh and kubelet's Pod events.
  */
 
+import { UsageError } from "../../core/kit/errors.ts";
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
-import type { FlagSpecs, Part, PartContext } from "../part.ts";
+import type { FlagSpecs, FlagValues, Part, PartContext } from "../part.ts";
 import type { ServicesSource } from "../services/part.ts";
 import { Dataplane } from "./dataplane.ts";
 import { DATAPLANE_STATUS_FILE, NodeDataplane } from "./node_dataplane.ts";
@@ -21,6 +22,16 @@ export const DATAPLANE_FLAGS = {
       "there are none; needs root (CAP_BPF, CAP_NET_ADMIN)",
   },
 } as const satisfies FlagSpecs;
+
+/** `--dataplane`, checked: whether the dataplane runs (auto: with the mesh). */
+export function dataplaneFlags(v: FlagValues<typeof DATAPLANE_FLAGS>, mesh: boolean): boolean {
+  if (v.dataplane !== "auto" && v.dataplane !== "off") {
+    throw new UsageError(`--dataplane must be auto or off, not ${JSON.stringify(v.dataplane)}`, {
+      hint: "auto runs the eBPF Service dataplane whenever --mesh-listen is given",
+    });
+  }
+  return v.dataplane === "auto" && mesh;
+}
 
 /** The dataplane part, or undefined when it is off (`--dataplane off`, or no mesh). */
 export function dataplanePart(o: {

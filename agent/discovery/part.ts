@@ -4,8 +4,10 @@
  * own.
  */
 
-import type { FlagSpecs } from "../part.ts";
+import { UsageError } from "../../core/kit/errors.ts";
+import type { FlagSpecs, FlagValues } from "../part.ts";
 import { PODS_API_SOCKET } from "./pods_api.ts";
+import { kubeletMinor } from "./pods_api_problem.ts";
 
 /** Discovery's flags: kubelet's Pods API, which the mesh part watches. */
 export const DISCOVERY_FLAGS = {
@@ -22,3 +24,25 @@ export const DISCOVERY_FLAGS = {
       "(before 1.36) is reported at once by the status and the node record",
   },
 } as const satisfies FlagSpecs;
+
+/** Discovery's flags, checked. */
+export function discoveryFlags(v: FlagValues<typeof DISCOVERY_FLAGS>): {
+  podsApiSocket: string;
+  kubeletVersion?: string;
+} {
+  return {
+    podsApiSocket: v["pods-api-socket"],
+    kubeletVersion: kubeletVersionFlag(v["kubelet-version"]),
+  };
+}
+
+/** `--kubelet-version`: empty (an unset unit variable) is unknown; otherwise X.Y.Z. */
+function kubeletVersionFlag(v: string | undefined): string | undefined {
+  if (v === undefined || v === "") return undefined;
+  if (!kubeletMinor(v)) {
+    throw new UsageError(`--kubelet-version: ${JSON.stringify(v)} is not a version`, {
+      hint: "the kubelet's version as X.Y.Z, e.g. --kubelet-version 1.36.3",
+    });
+  }
+  return v.replace(/^v/, "");
+}

@@ -6,6 +6,7 @@
  */
 
 import { importPrivateKeyPem, type KeyPair } from "../../core/crypto/certificates.ts";
+import { UsageError } from "../../core/kit/errors.ts";
 import { workloadCaKeyName } from "../../core/model/provider_names.ts";
 import type { ValueProvider } from "../secrets/value_provider.ts";
 
@@ -67,4 +68,15 @@ export function caKeySource(options: {
   if (flag.kind === "off") return undefined;
   if (flag.kind === "file") return fileCaKey(flag.path);
   return ssmCaKey({ provider: options.provider, cluster: options.cluster });
+}
+
+/** Parses `--workload-ca-key` or `--cluster-ca` (`flag` names it in the error). */
+export function parseCaKeyFlag(value: string, flag = "--workload-ca-key"): CaKeyFlag {
+  if (value === "ssm" || value === "off") return { kind: value };
+  if (value.startsWith("file:") && value.length > 5 && value.slice(5).startsWith("/")) {
+    return { kind: "file", path: value.slice(5) };
+  }
+  throw new UsageError(`${flag} ${JSON.stringify(value)} is not a key source`, {
+    hint: 'use "ssm", "file:/run/…/<name>.pem" (an absolute path on tmpfs) or "off"',
+  });
 }

@@ -7,15 +7,16 @@
 import { UsageError } from "../../core/kit/errors.ts";
 import type { RetryPolicy } from "../../core/kit/retry.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
-import type { S3Object } from "../../core/store/object_url.ts";
+import { parseS3ObjectUrl, type S3Object } from "../../core/store/object_url.ts";
+import { parseDuration } from "../../core/kit/duration.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { Loop } from "../loop.ts";
 import type { IndexNotifier } from "../mesh/index_notifier.ts";
-import type { FlagSpecs, Part, PartContext } from "../part.ts";
+import type { FlagSpecs, FlagValues, Part, PartContext } from "../part.ts";
 import type { ServicesSource } from "../services/part.ts";
 import { writeJsonStatus } from "../status_file.ts";
 import * as path from "node:path";
-import type { CaKeySource } from "./ca_key.ts";
+import { type CaKeySource, parseCaKeyFlag } from "./ca_key.ts";
 import { CaView } from "./ca_view.ts";
 import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity_loop.ts";
 import { PodCertificates } from "./pod_certificates.ts";
@@ -48,6 +49,16 @@ export const TELEMETRY_FLAGS = {
     help: "systemd unit restarted after a swap (default\n{default})",
   },
 } as const satisfies FlagSpecs;
+
+/** The telemetry part's flags, checked (`--otel-ca` parsed once, here). */
+export function telemetryFlags(v: FlagValues<typeof TELEMETRY_FLAGS>) {
+  return {
+    dir: v["telemetry-dir"],
+    fluentBitIdentity: v["fluent-bit-identity"],
+    otelCa: v["otel-ca"] === undefined ? undefined : parseS3ObjectUrl(v["otel-ca"], "--otel-ca"),
+    fluentBitUnit: v["fluent-bit-unit"],
+  };
+}
 
 /** The workload CA part's flags. */
 export const IDENTITY_FLAGS = {
@@ -104,6 +115,31 @@ export const IDENTITY_FLAGS = {
     help: "bound on clock differences between nodes (default {default})",
   },
 } as const satisfies FlagSpecs;
+
+/** The workload CA part's flags, checked (`--workload-ca-publish` parsed once, here). */
+export function identityFlags(v: FlagValues<typeof IDENTITY_FLAGS>) {
+  const duration = (
+    flag:
+      | "identity-interval"
+      | "identity-lease"
+      | "workload-ca-lifetime"
+      | "workload-ca-trust-window"
+      | "clock-skew",
+  ) => parseDuration(v[flag], `--${flag}`);
+  return {
+    workloadCaKey: parseCaKeyFlag(v["workload-ca-key"]),
+    publish: v["workload-ca-publish"] === undefined
+      ? undefined
+      : parseS3ObjectUrl(v["workload-ca-publish"], "--workload-ca-publish"),
+    durations: {
+      intervalMs: duration("identity-interval"),
+      leaseMs: duration("identity-lease"),
+      caLifetimeMs: duration("workload-ca-lifetime"),
+      trustWindowMs: duration("workload-ca-trust-window"),
+      clockSkewMs: duration("clock-skew"),
+    },
+  };
+}
 
 /** How often the CA state is re-read (spec §8.5: the trust window covers it). */
 const CA_STATE_REFRESH_MS = 30_000;

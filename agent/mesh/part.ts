@@ -7,14 +7,14 @@
 import { UsageError } from "../../core/kit/errors.ts";
 import type { AnnouncedObject, ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import { clusterCaName } from "../../core/model/provider_names.ts";
-import type { CaKeyFlag } from "../identity/ca_key.ts";
-import type { FlagSpecs, Part, PartContext } from "../part.ts";
+import { type CaKeyFlag, parseCaKeyFlag } from "../identity/ca_key.ts";
+import type { FlagSpecs, FlagValues, Part, PartContext } from "../part.ts";
 import type { ServicesSource } from "../services/part.ts";
 import type { AwsValueProvider } from "../secrets/value_provider.ts";
 import { DiscoveryMesh } from "./discovery_mesh.ts";
 import { IndexNotifier } from "./index_notifier.ts";
 import { clusterAnnouncers } from "./index_poller.ts";
-import { NODE_CERT_LIFETIME } from "./node_identity.ts";
+import { NODE_CERT_LIFETIME, parseNodeCertLifetime } from "./node_identity.ts";
 import { type ClusterCa, parseClusterCa } from "./node_tls.ts";
 
 /** The mesh part's flags. */
@@ -47,6 +47,21 @@ export const MESH_FLAGS = {
       "the agent runs, retried with backoff when renewal fails",
   },
 } as const satisfies FlagSpecs;
+
+/** The mesh part's flags, checked; it advertises `--mesh-advertise`, else the node's address. */
+export function meshFlags(v: FlagValues<typeof MESH_FLAGS>, nodeAddress?: string): {
+  listen?: string;
+  advertiseHost: string;
+  clusterCa: CaKeyFlag;
+  nodeCertLifetimeMs: number;
+} {
+  return {
+    listen: v["mesh-listen"],
+    advertiseHost: v["mesh-advertise"] ?? nodeAddress ?? "127.0.0.1",
+    clusterCa: parseCaKeyFlag(v["cluster-ca"], "--cluster-ca"),
+    nodeCertLifetimeMs: parseNodeCertLifetime(v["node-cert-lifetime"]),
+  };
+}
 
 /** The cluster CA of `--cluster-ca` (certificate and key), in memory. */
 export async function loadClusterCa(options: {

@@ -7,9 +7,11 @@
 import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
 import type { NodeDeployment } from "../../core/bucket/node_record.ts";
 import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
+import { UsageError } from "../../core/kit/errors.ts";
+import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../../core/model/ipv6.ts";
 import { canTrimMalloc, trimMalloc } from "../../ffi/malloc_trim.ts";
 import { Loop } from "../loop.ts";
-import type { FlagSpecs, Part, PartContext } from "../part.ts";
+import type { FlagSpecs, FlagValues, Part, PartContext } from "../part.ts";
 import { NodeRecordWriter } from "./node_record_writer.ts";
 
 /** The node part's flags (its record, and the dataplane's Pod prefix). */
@@ -25,6 +27,37 @@ export const NODE_FLAGS = {
     help: "this node's IPv6 address, for its record under dns/nodes/",
   },
 } as const satisfies FlagSpecs;
+
+/** The node part's flags, checked (canonical address; the prefix must be an IPv6 prefix). */
+export function nodeFlags(v: FlagValues<typeof NODE_FLAGS>): {
+  address?: string;
+  podPrefix?: string;
+} {
+  // The delegated Pod prefix (the dataplane's input): refused when it is not an IPv6 prefix.
+  const podPrefix = v["ipv6-prefix"];
+  if (podPrefix !== undefined) {
+    try {
+      parseIpv6Prefix(podPrefix);
+    } catch (err) {
+      throw new UsageError(`--ipv6-prefix: ${(err as Error).message}`, {
+        hint: "the node's delegated Pod prefix, e.g. --ipv6-prefix 2600:1f18:4b2:aa00:1234::/80",
+      });
+    }
+  }
+  return { address: optionalIpv6(v["node-address"]), podPrefix };
+}
+
+/** An optional IPv6 address flag, canonical. */
+function optionalIpv6(value: string | undefined): string | undefined {
+  if (value === undefined || value === "") return undefined;
+  try {
+    return formatIpv6(parseIpv6(value));
+  } catch (err) {
+    throw new UsageError(`--node-address: ${(err as Error).message}`, {
+      hint: "the node's IPv6 address, e.g. --node-address 2600:1f18:4b2:aa00::10",
+    });
+  }
+}
 
 const MAX_BACKOFF_MS = 30_000;
 /**
