@@ -1,54 +1,21 @@
-/** `podmin-agent run` and `podmin-agent status`. */
+/** `podmin-agent run`: the agent composed from its parts (each feature folder exports its own). */
 
-import { bucketUrl, type Command, type CommandContext } from "../core/kit/cli_kit.ts";
-import { createLogger, type Logger } from "../core/kit/log.ts";
-import type { ObjectStore } from "../core/store/object_store.ts";
+import { bucketUrl, type Command } from "../core/kit/cli_kit.ts";
+import { createLogger } from "../core/kit/log.ts";
 import { openStore } from "../core/store/store_url.ts";
-import { DeploymentsLoop } from "./deployments/deployments_loop.ts";
-import { SecretsSync } from "./secrets/secrets_sync.ts";
-import { Loop } from "./loop.ts";
-import { type AgentStatus, writeStatus } from "./deployments/status.ts";
+import { dataplanePart } from "./dataplane/part.ts";
+import { deploymentsPart } from "./deployments/part.ts";
+import { dnsPart } from "./dns/part.ts";
+import { caKeySource } from "./identity/ca_key.ts";
+import { identityPart, telemetryPart } from "./identity/part.ts";
+import { MeshLink, meshPart } from "./mesh/part.ts";
+import { nodePart } from "./node/part.ts";
+import { type AgentEvents, flagOptions, Hub } from "./part.ts";
+import { registryHostPart } from "./registry_host.ts";
+import { RUN_FLAGS, RUN_HELP, runFlags } from "./run_flags.ts";
+import { secretsPart } from "./secrets/part.ts";
 import { AwsValueProvider } from "./secrets/value_provider.ts";
-import { PodCertificates } from "./identity/pod_certificates.ts";
-import { NodeRecordWriter } from "./node_record_writer.ts";
-import { DiscoveryMesh } from "./mesh/discovery_mesh.ts";
-import { ANNOUNCED_HINT_DELAY_MS, IndexNotifier } from "./mesh/index_notifier.ts";
-import { clusterAnnouncers } from "./mesh/index_poller.ts";
-import { NODE_CERT_LIFETIME } from "./mesh/node_identity.ts";
-import type { AnnouncedObject } from "../core/model/endpoint_snapshot.ts";
-import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
-import { DnsPublisher, type DnsStatus } from "./dns/dns_publisher.ts";
-import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "./services_view.ts";
-import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../core/bucket/node_record.ts";
-import { CaView } from "./identity/ca_view.ts";
-import { type TelemetryStatus } from "./identity/telemetry.ts";
-import * as path from "node:path";
-import {
-  REGISTRY_LISTEN,
-  REGISTRY_REDIRECT_MIN_BYTES,
-  REGISTRY_REDIRECT_TTL,
-} from "../registry/defaults.ts";
-import { ImageReader } from "../registry/image_reader.ts";
-import { parseListen, type RegistryRedirect, serveRegistry } from "../registry/server.ts";
-import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity/identity_loop.ts";
-import { DEFAULTS, runFlags } from "./run_flags.ts";
-import { caKeySource, loadClusterCa, telemetryIdentity } from "./run_parts.ts";
-import { writeJsonStatus } from "./status_file.ts";
-import { Dataplane } from "./dataplane/dataplane.ts";
-import { NodeDataplane } from "./dataplane/node_dataplane.ts";
-import type { ClusterSnapshot } from "../core/model/endpoint_snapshot.ts";
-import { canTrimMalloc, trimMalloc } from "../ffi/malloc_trim.ts";
-
-const MAX_BACKOFF_MS = 30_000;
-/** How often the CA state is re-read (spec §8.5: the trust window covers it). */
-const CA_STATE_REFRESH_MS = 30_000;
-/** The telemetry maintenance pass. */
-const TELEMETRY_INTERVAL_MS = 60_000;
-/**
- * How often freed native memory is handed back to the system (ffi/malloc_trim.ts); also right
- * after the Services or the node's Deployments change, the passes that read many objects.
- */
-const MALLOC_TRIM_MS = 30_000;
+import { servicesPart } from "./services/part.ts";
 
 /**
  * The agent's store makes one attempt per operation: its loop is the retry (backoff with jitter),
@@ -59,428 +26,115 @@ const AGENT_RETRY = { attempts: 1, baseMs: 100, maxMs: 2000 } as const;
 const run: Command = {
   name: "run",
   summary: "converge this node to the cluster bucket (the systemd service)",
-  help: `Usage: podmin-agent run --bucket URL --cluster ID --nodegroup NAME [flags]
-
-Polls deployments/index.json, writes this NodeGroup's Pods as kubelet static
-Pod manifests and keeps their declared Parameter Store / Secrets Manager values
-in tmpfs. A failed or invalid read never removes a running Pod.
-
-Flags:
-  --cluster ID              cluster id (parameter names /<cluster>/…)
-  --nodegroup NAME          this node's NodeGroup
-  --manifest-dir DIR        kubelet static Pod directory (default ${DEFAULTS.manifestDir})
-  --secrets-dir DIR         tmpfs root of per-Pod values (default ${DEFAULTS.secretsDir})
-  --tls-dir DIR             tmpfs root of per-Pod certificates (default ${DEFAULTS.tlsDir})
-  --state-dir DIR           where status.json is written (default ${DEFAULTS.stateDir})
-  --interval DURATION       index poll interval (default ${DEFAULTS.interval})
-  --secrets-interval DUR    value refresh interval (default ${DEFAULTS.secretsInterval})
-  --once                    one full pass; exit 0 when converged, 1 with the reasons otherwise
-  --provider aws            cloud provider (only aws)
-  --ipv6-prefix PREFIX      the node's delegated Pod prefix (used by the dataplane)
-  --node-address ADDR       this node's IPv6 address, for its record under dns/nodes/
-  --node-id ID              this node's id, a DNS label (default: the host name; the
-                            EC2 instance id on nodes); names it in leases and records
-  --workload-ca-key SOURCE  the workload CA key: "ssm" (default,
-                            /<cluster>/_system/workload-ca-key), "file:PATH" (a PEM on
-                            tmpfs, as podmin local uses) or "off" (no Pod certificates)
-  --telemetry-dir DIR       tmpfs subtree of the Fluent Bit identity and the OTel CA
-                            bundle (default ${DEFAULTS.telemetryDir})
-  --fluent-bit-identity     keep a client-only Fluent Bit certificate in
-                            <telemetry-dir>/client (validated every pass, renewed at
-                            half-life; Fluent Bit restarted after each swap)
-  --otel-ca URL             keep the OTLP server CA bundle s3://BUCKET/KEY in
-                            <telemetry-dir>/otel-ca (last good kept on failures)
-  --mesh-listen ADDR        join the endpoint mesh: serve it on ADDR (e.g. [::]:7443), watch
-                            kubelet's Pods API, report this node's ready endpoints and keep
-                            the cluster snapshot in <state-dir>/mesh.json; off by default
-  --mesh-advertise HOST     the address peers reach this node at (default --node-address)
-  --cluster-ca SOURCE       the cluster CA of mesh certificates: "ssm" (default,
-                            /<cluster>/_system/cluster-ca) or "file:PATH" (PEM on tmpfs)
-  --node-cert-lifetime DUR  lifetime of the mesh node certificate (default
-                            ${NODE_CERT_LIFETIME.default}, 2s..720h); renewed at half of it while
-                            the agent runs, retried with backoff when renewal fails
-  --pods-api-socket PATH    kubelet's Pods API (default ${PODS_API_SOCKET})
-  --kubelet-version X.Y.Z   the node's kubelet (vmconfig passes it): one without the Pods API
-                            (before 1.36) is reported at once by the status and the node record
-  --dataplane auto|off      the eBPF Service dataplane: "auto" (default) runs it with
-                            --mesh-listen (its input is the mesh snapshot joined with the
-                            Services); it loads while there are Services, detaches when
-                            there are none; needs root (CAP_BPF, CAP_NET_ADMIN)
-  --dns-dir DIR             write the cluster zone (<svc>.<ns>.svc.cluster.local AAAA
-                            the Service VIP) here for CoreDNS's file plugin; off by default
-  --fluent-bit-unit UNIT    systemd unit restarted after a swap (default
-                            ${DEFAULTS.fluentBitUnit})
-  --workload-ca-publish URL publish every retained workload CA certificate as PEM to
-                            this exact s3://BUCKET/KEY before CA promotion
-  --identity-interval DUR   workload CA maintenance pass interval (default ${IDENTITY_DEFAULTS.interval})
-  --identity-lease DUR      CA leader lease duration (default ${IDENTITY_DEFAULTS.lease}; at
-                            least 3 intervals)
-  --workload-ca-lifetime DUR  lifetime of a new workload CA certificate (default
-                            ${IDENTITY_DEFAULTS.caLifetime}); rotation starts at a third left
-  --workload-ca-trust-window DUR  how long agents may use a CA state they read before
-                            promotion may rely on it (default ${IDENTITY_DEFAULTS.trustWindow})
-  --clock-skew DUR          bound on clock differences between nodes (default ${IDENTITY_DEFAULTS.clockSkew})
-  --registry-listen ADDR    serve the loopback registry here (default ${REGISTRY_LISTEN});
-                            "off" disables it; not started with --once; loopback only
-  --registry-allow-non-loopback
-                            allow a non-loopback --registry-listen (no authentication:
-                            only where a firewall restricts who reaches it)
-  --registry-redirect-min-bytes N|off
-                            on an S3 bucket, answer a registry GET of a blob of at least N
-                            bytes (KiB/MiB/GiB suffixes; default 1MiB) with a 307 to a
-                            presigned URL of its key at the store's endpoint; "off" serves
-                            every blob through the registry, verified
-  --registry-redirect-ttl DUR
-                            lifetime of those URLs, 1s to 1h (default ${REGISTRY_REDIRECT_TTL})
-
-Example:
-  podmin-agent run --bucket s3://my-cluster --cluster prod --nodegroup workers --once`,
-  options: {
-    cluster: { type: "string" },
-    nodegroup: { type: "string" },
-    "manifest-dir": { type: "string", default: DEFAULTS.manifestDir },
-    "secrets-dir": { type: "string", default: DEFAULTS.secretsDir },
-    "tls-dir": { type: "string", default: DEFAULTS.tlsDir },
-    "state-dir": { type: "string", default: DEFAULTS.stateDir },
-    interval: { type: "string", default: DEFAULTS.interval },
-    "secrets-interval": { type: "string", default: DEFAULTS.secretsInterval },
-    once: { type: "boolean", default: false },
-    provider: { type: "string", default: "aws" },
-    "ipv6-prefix": { type: "string" },
-    "node-id": { type: "string" },
-    "node-address": { type: "string" },
-    "workload-ca-key": { type: "string", default: "ssm" },
-    "workload-ca-publish": { type: "string" },
-    "telemetry-dir": { type: "string", default: DEFAULTS.telemetryDir },
-    "fluent-bit-identity": { type: "boolean", default: false },
-    "otel-ca": { type: "string" },
-    "fluent-bit-unit": { type: "string", default: DEFAULTS.fluentBitUnit },
-    "dns-dir": { type: "string" },
-    dataplane: { type: "string", default: "auto" },
-    "mesh-listen": { type: "string" },
-    "mesh-advertise": { type: "string" },
-    "cluster-ca": { type: "string", default: "ssm" },
-    "node-cert-lifetime": { type: "string", default: NODE_CERT_LIFETIME.default },
-    "pods-api-socket": { type: "string", default: PODS_API_SOCKET },
-    "kubelet-version": { type: "string" },
-    "identity-interval": { type: "string", default: IDENTITY_DEFAULTS.interval },
-    "identity-lease": { type: "string", default: IDENTITY_DEFAULTS.lease },
-    "workload-ca-lifetime": { type: "string", default: IDENTITY_DEFAULTS.caLifetime },
-    "workload-ca-trust-window": { type: "string", default: IDENTITY_DEFAULTS.trustWindow },
-    "clock-skew": { type: "string", default: IDENTITY_DEFAULTS.clockSkew },
-    "registry-listen": { type: "string", default: REGISTRY_LISTEN },
-    "registry-allow-non-loopback": { type: "boolean", default: false },
-    "registry-redirect-min-bytes": {
-      type: "string",
-      default: String(REGISTRY_REDIRECT_MIN_BYTES),
-    },
-    "registry-redirect-ttl": { type: "string", default: REGISTRY_REDIRECT_TTL },
-  },
+  help: RUN_HELP,
+  options: flagOptions(RUN_FLAGS),
   async run(ctx) {
     const f = runFlags(ctx);
-    const { cluster, nodeGroup, intervalMs, region, stateDir } = f;
+    const { cluster, nodeGroup, nodeId, intervalMs, region } = f;
     const store = openStore(bucketUrl(ctx), { region, retry: AGENT_RETRY });
     const log = createLogger("agent");
+    const context = { store, hub: new Hub<AgentEvents>(), stateDir: f.stateDir, log };
     const provider = new AwsValueProvider({ region });
     const caKey = caKeySource({ flag: f.workloadCaKey, provider, cluster });
     // With the mesh, reads of the deployments index, the services index and the CA state follow
     // the coordinator's announcements (spec §7.9): an idle cluster's reads are the coordinator's.
-    let meshConnected = () => false;
-    let meshContends = () => true;
-    const notified = (object: AnnouncedObject) =>
-      f.meshListen && !f.once
-        ? new IndexNotifier({ object, connected: () => meshConnected() })
-        : undefined;
-    const notifier = notified("index");
-    const servicesNotifier = notified("services");
-    const caNotifier = caKey && notified("caState");
-    const ca = caKey && new CaView({
-      store,
-      caKey,
-      refreshMs: CA_STATE_REFRESH_MS,
-      gate: caNotifier && ((held) => caNotifier.shouldRead(held)),
-    });
-    // One view of the Services for certificates, DNS, the mesh and the dataplane: each refresh
-    // (whoever asks) is one conditional GET at most per interval, or per announcement.
-    const services = new ServicesView({
-      store,
+    const link = new MeshLink({ listen: f.meshListen, once: f.once });
+    const services = servicesPart({
+      context,
       intervalMs,
-      gate: servicesNotifier && ((held) => servicesNotifier.shouldRead(held)),
+      notifier: link.notifier("services"),
+      once: f.once,
     });
-    const deployments = new DeploymentsLoop({
-      store,
-      nodeGroup,
-      shouldReadIndex: notifier && ((held) => notifier.shouldRead(held)),
-      manifestDir: f.manifestDir,
-      secretsDir: f.secretsDir,
-      tlsDir: f.tlsDir,
-      secrets: new SecretsSync({
-        cluster,
-        secretsDir: f.secretsDir,
-        provider,
-        refreshMs: f.secretsIntervalMs,
-        log,
-      }),
-      identity: caKey &&
-        new PodCertificates({ cluster, tlsDir: f.tlsDir, store, caKey, ca, services, log }),
-      log,
-    });
-    const identity = caKey && identityCaLoop({
-      store,
+    const identity = identityPart({
+      context,
       cluster,
-      nodeId: f.nodeId,
-      keySource: caKey,
+      nodeId,
+      caKey,
+      notifier: caKey && link.notifier("caState"),
+      services,
+      tlsDir: f.dirs.tlsDir,
       publish: f.workloadCaPublish,
       region,
       retry: AGENT_RETRY,
-      ...f.identity,
-      stateDir,
-      // With the mesh only its coordinator (and a few disconnected agents) contend: O(1) lease
-      // reads (ContentionGate).
-      contend: f.meshListen ? () => meshContends() : undefined,
+      durations: f.identity,
+      contend: link.contender(),
+    });
+    const secrets = secretsPart({
+      cluster,
+      provider,
+      refreshMs: f.secretsIntervalMs,
       log,
+      ...f.dirs,
+    });
+    const deployments = deploymentsPart({
+      context,
+      nodeGroup,
+      intervalMs,
+      ...f.dirs,
+      secrets: secrets.sync,
+      certificates: identity?.certificates,
+      notifier: link.notifier("index"),
     });
     if (f.once) {
-      // One CA pass first, so a single node bootstraps its workload CA in the same run.
-      await identity?.once();
-      return await runOnce({ ctx, deployments, stateDir });
+      await identity?.once?.();
+      return await deployments.runOnce(ctx);
     }
-
-    const abort = new AbortController();
-    if (f.registryListen !== "off") {
-      hostRegistry({
-        store,
-        listen: f.registryListen,
-        redirect: f.registryRedirect,
-        signal: abort.signal,
-        log,
-      });
-    }
-    const telemetry = telemetryIdentity({
-      f,
-      ca,
-      region,
-      log,
-      retry: AGENT_RETRY,
-      intervalMs: TELEMETRY_INTERVAL_MS,
-    });
-    // The dataplane's input is the mesh snapshot joined with the Services (spec §7.6).
-    let meshSnapshot: () => ClusterSnapshot | undefined = () => undefined;
-    const dataplane = f.dataplane
-      ? new NodeDataplane({
-        dataplane: new Dataplane({ podPrefix: f.ipv6Prefix, log }),
-        services,
-        meshSnapshot: () => meshSnapshot(),
-        stateDir,
-        log,
-      })
-      : undefined;
-    // The mesh starts after the loops; its callbacks reach them then.
-    const mesh = f.meshListen
-      ? new DiscoveryMesh({
-        store,
-        cluster,
-        nodeGroup,
-        nodeId: f.nodeId,
-        loadCa: () => loadClusterCa({ flag: f.clusterCa, provider, cluster }),
-        listen: f.meshListen,
-        nodeCertLifetimeMs: f.nodeCertLifetimeMs,
-        advertiseHost: f.meshAdvertise ?? f.nodeAddress ?? "127.0.0.1",
-        podsApiSocket: f.podsApiSocket,
-        kubeletVersion: f.kubeletVersion,
-        services,
-        servicesIntervalMs: intervalMs,
-        announce: clusterAnnouncers(store, {
-          intervalMs,
-          caStateMs: caKey ? CA_STATE_REFRESH_MS : undefined,
-        }),
-        pollMs: intervalMs,
-        onLocalChange: () => recordLoop.hint(),
-        onPodsEvent: () => dataplane?.hint(),
-        onSnapshot: (snapshot) => {
-          if (notifier?.onSnapshot(snapshot, deployments.indexEtag)) deploymentsLoop.hint();
-          // A new services index: read now (its listeners hint DNS and the dataplane).
-          if (servicesNotifier?.onSnapshot(snapshot, services.etag)) {
-            void services.refresh(Date.now()).then((error) =>
-              error && log.warn("services not refreshed", { error })
-            );
-          }
-          // A new CA state is read by the next pass that issues (the gate lets it through).
-          caNotifier?.onSnapshot(snapshot, ca?.stateEtag);
-          dataplane?.hint();
-        },
-        stateDir,
-        log,
-      })
-      : undefined;
-    const trimLoop = canTrimMalloc()
-      ? new Loop({
-        name: "malloc-trim",
-        intervalMs: MALLOC_TRIM_MS,
-        maxBackoffMs: MAX_BACKOFF_MS,
-        log,
-        pass: () => {
-          trimMalloc();
-          return Promise.resolve({});
-        },
-      })
-      : undefined;
-    if (trimLoop) services.onChange(() => trimLoop.hint());
-    let converged = false;
-    let lastGeneration: number | undefined;
-    const record = new NodeRecordWriter({
-      store,
+    const registry = registryHostPart({ context, ...f.registry });
+    const telemetry = telemetryPart({
+      context,
+      cluster,
       nodeGroup,
-      nodeId: f.nodeId,
-      address: f.nodeAddress,
-      podPrefix: f.ipv6Prefix,
-      summary: () => ({ ...deployments.summary(), converged }),
-      discovery: () => mesh?.recordExtras(),
-      problem: () => mesh?.problem(),
+      nodeId,
+      ...f.telemetry,
+      region,
+      ca: identity?.ca,
+      retry: AGENT_RETRY,
     });
-    const recordLoop = new Loop({
-      name: "node-record",
-      intervalMs: HEARTBEAT_MS,
-      maxBackoffMs: MAX_BACKOFF_MS,
-      log,
-      pass: async () => {
-        await record.write();
-        return {};
-      },
+    const dataplane = dataplanePart({
+      context,
+      enabled: f.dataplane,
+      podPrefix: f.node.podPrefix,
+      services,
+      meshSnapshot: () => link.snapshot(),
     });
-    const deploymentsLoop = new Loop<AgentStatus>({
-      name: "deployments",
+    const mesh = meshPart({
+      context,
+      link,
+      cluster,
+      nodeGroup,
+      nodeId,
+      ...f.mesh,
+      provider,
+      services,
       intervalMs,
-      maxBackoffMs: MAX_BACKOFF_MS,
-      // Its only hint is an index announcement (§7.9).
-      hintDelayMs: ANNOUNCED_HINT_DELAY_MS,
-      log,
-      pass: async () => {
-        const { status, unavailable } = await deployments.pass();
-        return { status, backOff: unavailable };
-      },
-      status: (status) => {
-        // The record follows a change of convergence within CONVERGED_RECORD_SPREAD_MS (spread
-        // over the cluster), not at the next heartbeat.
-        const changed = status.converged !== converged ||
-          status.indexGeneration !== lastGeneration;
-        converged = status.converged;
-        lastGeneration = status.indexGeneration;
-        if (changed) {
-          recordLoop.hint({ delayMs: Math.random() * CONVERGED_RECORD_SPREAD_MS });
-          trimLoop?.hint();
-        }
-        return writeStatus(stateDir, status);
-      },
+      caStateMs: identity?.stateRefreshMs,
     });
-    const loops: { start(): void; stop(): Promise<void> }[] = [deploymentsLoop, recordLoop];
-    if (trimLoop) loops.push(trimLoop);
-    if (identity) loops.push(identity.loop);
-    if (f.dnsDir) {
-      const dns = new DnsPublisher({
-        services,
-        dir: f.dnsDir,
-        domain: DEFAULT_CLUSTER_DOMAIN,
-        log,
-      });
-      const dnsLoop = new Loop<DnsStatus>({
-        name: "dns",
-        intervalMs,
-        maxBackoffMs: MAX_BACKOFF_MS,
-        log,
-        pass: async () => ({ status: await dns.pass() }),
-        status: (status) => writeJsonStatus(path.join(stateDir, "dns.json"), status),
-      });
-      // Whoever refreshed the Services (the mesh's timer too), the zone follows at once.
-      services.onChange(() => dnsLoop.hint());
-      loops.push(dnsLoop);
-    }
-    if (dataplane) {
-      services.onChange(() => dataplane.hint());
-      loops.push(dataplane);
-    }
-    if (telemetry) {
-      loops.push(
-        new Loop<TelemetryStatus>({
-          name: "telemetry",
-          intervalMs: TELEMETRY_INTERVAL_MS,
-          maxBackoffMs: MAX_BACKOFF_MS,
-          log,
-          pass: async () => ({ status: await telemetry.pass() }),
-          status: (status) => writeJsonStatus(path.join(stateDir, "telemetry.json"), status),
-        }),
-      );
-    }
+    const node = nodePart({
+      context,
+      nodeGroup,
+      nodeId,
+      ...f.node,
+      summary: () => deployments.summary(),
+      discovery: () => mesh?.mesh.recordExtras(),
+      problem: () => mesh?.mesh.problem(),
+    });
+    const dns = dnsPart({ context, dir: f.dnsDir, services, intervalMs });
+    const loops = [services, deployments, node, identity, dns, dataplane, telemetry];
+    registry?.start?.();
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
-    for (const loop of loops) loop.start();
-    if (mesh) {
-      const joined = mesh;
-      meshConnected = () => joined.connected();
-      meshContends = () => joined.contends();
-      meshSnapshot = () => joined.snapshot;
-    }
-    // The mesh is optional: a node whose mesh cannot start still runs its Pods.
-    await mesh?.start().catch((err) =>
-      log.error("mesh not started", { error: (err as Error).message })
-    );
+    await services.start?.(); // the first read, before its readers start
+    for (const part of loops.slice(1)) part?.start?.();
+    // The mesh starts after the loops; its events reach them then.
+    await mesh?.start?.();
     await stopSignal();
-    abort.abort();
-    await mesh?.stop();
-    await Promise.all(loops.map((loop) => loop.stop()));
-    await identity?.release();
-    // A clean shutdown removes the node's record; a crash leaves it to go stale.
-    await record.remove().catch((err) =>
-      log.warn("cannot remove the node record", { key: record.key, error: (err as Error).message })
-    );
+    await registry?.stop?.();
+    await mesh?.stop?.();
+    await Promise.all(loops.map((part) => part?.stop?.()));
+    for (const part of [identity, node]) await part?.release?.();
     log.info("agent stopped");
     return 0;
   },
 };
-
-/** `--once`: one deployments pass, its status written; 0 when converged. */
-async function runOnce(options: {
-  ctx: CommandContext;
-  deployments: DeploymentsLoop;
-  stateDir: string;
-}): Promise<number> {
-  const { ctx } = options;
-  const { status } = await options.deployments.pass();
-  await writeStatus(options.stateDir, status);
-  if (status.converged) {
-    ctx.out(`converged: ${status.desired.length} deployment(s) for NodeGroup ${status.nodeGroup}`);
-    return 0;
-  }
-  for (const e of status.errors) ctx.err(`not converged: ${e}`);
-  for (const p of status.pending) ctx.err(`pending: ${p.deployment}: ${p.reason}`);
-  return 1;
-}
-
-/** Serves the loopback registry until `signal`; a failure to serve is logged, never fatal. */
-function hostRegistry(options: {
-  store: ObjectStore;
-  listen: string;
-  redirect: RegistryRedirect | undefined;
-  signal: AbortSignal;
-  log: Logger;
-}): void {
-  const { hostname, port } = parseListen(options.listen, { allowNonLoopback: true }); // checked
-  try {
-    serveRegistry({
-      reader: new ImageReader({ store: options.store }),
-      log: createLogger("registry"),
-      redirect: options.redirect,
-      hostname,
-      port,
-      signal: options.signal,
-    });
-  } catch (err) {
-    // The node's Pods keep running without the registry; deployments still converge.
-    options.log.error("registry not served", {
-      listen: options.listen,
-      error: (err as Error).message,
-    });
-  }
-}
 
 /** Resolves on the first SIGTERM or SIGINT. */
 function stopSignal(): Promise<void> {

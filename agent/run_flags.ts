@@ -1,186 +1,119 @@
-/** The flags of `podmin-agent run`: defaults, parsing and checks (usage errors name the flag). */
+/**
+ * The flags of `podmin-agent run`: its own and its parts' (each part declares and checks its own;
+ * usage errors name the flag).
+ */
 
-import {
-  booleanFlag,
-  type CommandContext,
-  requireString,
-  stringFlag,
-} from "../core/kit/cli_kit.ts";
+import { type CommandContext, requireString, stringFlag } from "../core/kit/cli_kit.ts";
 import { parseDuration } from "../core/kit/duration.ts";
 import { UsageError } from "../core/kit/errors.ts";
-import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../core/model/ipv6.ts";
 import { checkClusterId, checkNodeGroup, checkNodeId } from "../core/model/names.ts";
 import { defaultRegion } from "../core/store/store_url.ts";
-import {
-  REGISTRY_LISTEN,
-  REGISTRY_REDIRECT_MIN_BYTES,
-  REGISTRY_REDIRECT_TTL,
-} from "../registry/defaults.ts";
-import { parseListen, parseRedirect } from "../registry/server.ts";
-import { PODS_API_SOCKET } from "./discovery/pods_api.ts";
-import { kubeletMinor } from "./discovery/pods_api_problem.ts";
-import { IDENTITY_DEFAULTS } from "./identity/identity_loop.ts";
-import { NODE_CERT_LIFETIME, parseNodeCertLifetime } from "./mesh/node_identity.ts";
+import { DATAPLANE_FLAGS, dataplaneFlags } from "./dataplane/part.ts";
+import { DEPLOYMENTS_FLAGS } from "./deployments/part.ts";
+import { DISCOVERY_FLAGS, discoveryFlags } from "./discovery/part.ts";
+import { DNS_FLAGS } from "./dns/part.ts";
+import { IDENTITY_FLAGS, identityFlags, TELEMETRY_FLAGS, telemetryFlags } from "./identity/part.ts";
+import { MESH_FLAGS, meshFlags } from "./mesh/part.ts";
+import { NODE_FLAGS, nodeFlags } from "./node/part.ts";
+import { flagHelp, type FlagSpecs, readFlags, STATE_DIR_FLAG } from "./part.ts";
+import { REGISTRY_FLAGS, registryFlags } from "./registry_host.ts";
+import { SECRETS_FLAGS } from "./secrets/part.ts";
 
-/** Default locations and intervals on a node. */
-export const DEFAULTS = {
-  manifestDir: "/etc/podmin/manifests",
-  secretsDir: "/run/podmin/secrets",
-  tlsDir: "/run/podmin/tls",
-  telemetryDir: "/run/podmin/telemetry",
-  fluentBitUnit: "podmin-fluent-bit.service",
-  stateDir: "/run/podmin/agent",
-  interval: "2s",
-  secretsInterval: "60s",
-} as const;
+/**
+ * The flags of `run`, in help order: its own, then each part's (name, type, default and help,
+ * each written once, by the part that reads it).
+ */
+export const RUN_FLAGS = {
+  cluster: { type: "string", arg: "ID", help: "cluster id (parameter names /<cluster>/…)" },
+  nodegroup: { type: "string", arg: "NAME", help: "this node's NodeGroup" },
+  ...DEPLOYMENTS_FLAGS,
+  ...SECRETS_FLAGS,
+  "state-dir": STATE_DIR_FLAG,
+  interval: {
+    type: "string",
+    default: "2s",
+    arg: "DURATION",
+    help: "index poll interval (default {default})",
+  },
+  once: {
+    type: "boolean",
+    help: "one full pass; exit 0 when converged, 1 with the reasons otherwise",
+  },
+  provider: { type: "string", default: "aws", arg: "aws", help: "cloud provider (only aws)" },
+  "node-id": {
+    type: "string",
+    arg: "ID",
+    help: "this node's id, a DNS label (default: the host name; the\n" +
+      "EC2 instance id on nodes); names it in leases and records",
+  },
+  ...NODE_FLAGS,
+  ...IDENTITY_FLAGS,
+  ...TELEMETRY_FLAGS,
+  ...MESH_FLAGS,
+  ...DISCOVERY_FLAGS,
+  ...DATAPLANE_FLAGS,
+  ...DNS_FLAGS,
+  ...REGISTRY_FLAGS,
+} as const satisfies FlagSpecs;
 
-/** `--kubelet-version`: empty (an unset unit variable) is unknown; otherwise X.Y.Z. */
-function kubeletVersionFlag(v: string | undefined): string | undefined {
-  if (v === undefined || v === "") return undefined;
-  if (!kubeletMinor(v)) {
-    throw new UsageError(`--kubelet-version: ${JSON.stringify(v)} is not a version`, {
-      hint: "the kubelet's version as X.Y.Z, e.g. --kubelet-version 1.36.3",
-    });
-  }
-  return v.replace(/^v/, "");
-}
+/** The help of `run`: its flags' lines come from `RUN_FLAGS`. */
+export const RUN_HELP = `Usage: podmin-agent run --bucket URL --cluster ID --nodegroup NAME [flags]
 
-/** The flags of `run`, typed and checked. */
+Polls deployments/index.json, writes this NodeGroup's Pods as kubelet static
+Pod manifests and keeps their declared Parameter Store / Secrets Manager values
+in tmpfs. A failed or invalid read never removes a running Pod.
+
+Flags:
+${flagHelp(RUN_FLAGS)}
+
+Example:
+  podmin-agent run --bucket s3://my-cluster --cluster prod --nodegroup workers --once`;
+
+/** The flags of `run`, typed and checked (each part checks its own). */
 export function runFlags(ctx: CommandContext) {
+  const v = readFlags(ctx, RUN_FLAGS);
   const cluster = checkClusterId(
     requireString(ctx, "cluster", "the cluster id, e.g. --cluster prod"),
   );
   const nodeGroup = checkNodeGroup(requireString(ctx, "nodegroup", "e.g. --nodegroup workers"));
-  const provider = stringFlag(ctx, "provider") ?? "aws";
-  if (provider !== "aws") {
-    throw new UsageError(`unsupported provider ${JSON.stringify(provider)}`, {
+  if (v.provider !== "aws") {
+    throw new UsageError(`unsupported provider ${JSON.stringify(v.provider)}`, {
       hint: "use --provider aws",
     });
   }
-  const secretsInterval = stringFlag(ctx, "secrets-interval") ?? DEFAULTS.secretsInterval;
-  const registryListen = stringFlag(ctx, "registry-listen") ?? REGISTRY_LISTEN;
-  // Checked here, so a refused address fails the command instead of being only logged.
-  if (registryListen !== "off") {
-    parseListen(registryListen, {
-      allowNonLoopback: booleanFlag(ctx, "registry-allow-non-loopback"),
-      flag: "--registry-listen",
-      allowFlag: "--registry-allow-non-loopback",
-    });
-  }
-  const registryRedirect = parseRedirect({
-    minBytes: stringFlag(ctx, "registry-redirect-min-bytes") ??
-      String(REGISTRY_REDIRECT_MIN_BYTES),
-    ttl: stringFlag(ctx, "registry-redirect-ttl") ?? REGISTRY_REDIRECT_TTL,
-    minBytesFlag: "--registry-redirect-min-bytes",
-    ttlFlag: "--registry-redirect-ttl",
-  });
-  // The delegated Pod prefix (the dataplane's input): refused when it is not an IPv6 prefix.
-  const ipv6Prefix = stringFlag(ctx, "ipv6-prefix");
-  if (ipv6Prefix !== undefined) {
-    try {
-      parseIpv6Prefix(ipv6Prefix);
-    } catch (err) {
-      throw new UsageError(`--ipv6-prefix: ${(err as Error).message}`, {
-        hint: "the node's delegated Pod prefix, e.g. --ipv6-prefix 2600:1f18:4b2:aa00:1234::/80",
-      });
-    }
-  }
-  const dataplane = stringFlag(ctx, "dataplane") ?? "auto";
-  if (dataplane !== "auto" && dataplane !== "off") {
-    throw new UsageError(`--dataplane must be auto or off, not ${JSON.stringify(dataplane)}`, {
-      hint: "auto runs the eBPF Service dataplane whenever --mesh-listen is given",
-    });
-  }
+  const registry = registryFlags(v);
+  const node = nodeFlags(v);
+  const dataplane = dataplaneFlags(v, v["mesh-listen"] !== undefined);
+  const nodeId = checkNodeId(v["node-id"] ?? defaultNodeId());
+  const { workloadCaKey, publish, durations } = identityFlags(v);
   return {
     cluster,
     nodeGroup,
-    dataplane: dataplane === "auto" && stringFlag(ctx, "mesh-listen") !== undefined,
-    nodeId: checkNodeId(stringFlag(ctx, "node-id") ?? defaultNodeId()),
-    nodeAddress: optionalIpv6(stringFlag(ctx, "node-address")),
-    workloadCaKey: parseCaKeyFlag(stringFlag(ctx, "workload-ca-key") ?? "ssm"),
-    workloadCaPublish: optionalS3ObjectUrl(ctx, "workload-ca-publish"),
-    telemetryDir: stringFlag(ctx, "telemetry-dir") ?? DEFAULTS.telemetryDir,
-    fluentBitIdentity: booleanFlag(ctx, "fluent-bit-identity"),
-    otelCa: optionalS3ObjectUrl(ctx, "otel-ca"),
-    fluentBitUnit: stringFlag(ctx, "fluent-bit-unit") ?? DEFAULTS.fluentBitUnit,
-    dnsDir: stringFlag(ctx, "dns-dir"),
-    meshListen: stringFlag(ctx, "mesh-listen"),
-    meshAdvertise: stringFlag(ctx, "mesh-advertise"),
-    clusterCa: parseCaKeyFlag(stringFlag(ctx, "cluster-ca") ?? "ssm", "--cluster-ca"),
-    nodeCertLifetimeMs: parseNodeCertLifetime(
-      stringFlag(ctx, "node-cert-lifetime") ?? NODE_CERT_LIFETIME.default,
-    ),
-    podsApiSocket: stringFlag(ctx, "pods-api-socket") ?? PODS_API_SOCKET,
-    kubeletVersion: kubeletVersionFlag(stringFlag(ctx, "kubelet-version")),
-    ipv6Prefix,
-    identity: identityFlags(ctx),
-    intervalMs: parseDuration(stringFlag(ctx, "interval") ?? DEFAULTS.interval, "--interval"),
+    dataplane,
+    nodeId,
+    /** The node part's addresses. */
+    node,
+    workloadCaKey,
+    workloadCaPublish: publish,
+    telemetry: telemetryFlags(v),
+    dnsDir: v["dns-dir"],
+    meshListen: v["mesh-listen"],
+    mesh: { ...meshFlags(v, node.address), ...discoveryFlags(v) },
+    identity: durations,
+    intervalMs: parseDuration(v.interval, "--interval"),
     region: stringFlag(ctx, "region") ?? defaultRegion(),
-    manifestDir: stringFlag(ctx, "manifest-dir") ?? DEFAULTS.manifestDir,
-    secretsDir: stringFlag(ctx, "secrets-dir") ?? DEFAULTS.secretsDir,
-    tlsDir: stringFlag(ctx, "tls-dir") ?? DEFAULTS.tlsDir,
-    stateDir: stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir,
-    secretsIntervalMs: parseDuration(secretsInterval, "--secrets-interval"),
-    once: booleanFlag(ctx, "once"),
-    registryListen,
-    registryRedirect,
+    /** The deployments part's directories. */
+    dirs: { manifestDir: v["manifest-dir"], secretsDir: v["secrets-dir"], tlsDir: v["tls-dir"] },
+    stateDir: v["state-dir"],
+    secretsIntervalMs: parseDuration(v["secrets-interval"], "--secrets-interval"),
+    once: v.once,
+    registry,
   };
-}
-
-/** An optional IPv6 address flag, canonical. */
-function optionalIpv6(value: string | undefined): string | undefined {
-  if (value === undefined || value === "") return undefined;
-  try {
-    return formatIpv6(parseIpv6(value));
-  } catch (err) {
-    throw new UsageError(`--node-address: ${(err as Error).message}`, {
-      hint: "the node's IPv6 address, e.g. --node-address 2600:1f18:4b2:aa00::10",
-    });
-  }
 }
 
 /** The host name as a node id (lowercase, first label). */
 function defaultNodeId(): string {
   return Deno.hostname().toLowerCase().split(".")[0];
-}
-
-/** The durations of the identity-ca loop. */
-function identityFlags(ctx: CommandContext) {
-  const d = (flag: string, fallback: string) =>
-    parseDuration(stringFlag(ctx, flag) ?? fallback, `--${flag}`);
-  return {
-    intervalMs: d("identity-interval", IDENTITY_DEFAULTS.interval),
-    leaseMs: d("identity-lease", IDENTITY_DEFAULTS.lease),
-    caLifetimeMs: d("workload-ca-lifetime", IDENTITY_DEFAULTS.caLifetime),
-    trustWindowMs: d("workload-ca-trust-window", IDENTITY_DEFAULTS.trustWindow),
-    clockSkewMs: d("clock-skew", IDENTITY_DEFAULTS.clockSkew),
-  };
-}
-
-/** `--workload-ca-key`: where the workload CA key comes from. */
-export type CaKeyFlag = { kind: "ssm" } | { kind: "file"; path: string } | { kind: "off" };
-
-function parseCaKeyFlag(value: string, flag = "--workload-ca-key"): CaKeyFlag {
-  if (value === "ssm" || value === "off") return { kind: value };
-  if (value.startsWith("file:") && value.length > 5 && value.slice(5).startsWith("/")) {
-    return { kind: "file", path: value.slice(5) };
-  }
-  throw new UsageError(`${flag} ${JSON.stringify(value)} is not a key source`, {
-    hint: 'use "ssm", "file:/run/…/<name>.pem" (an absolute path on tmpfs) or "off"',
-  });
-}
-
-/** An optional exact `s3://BUCKET/KEY` flag. */
-function optionalS3ObjectUrl(ctx: CommandContext, flag: string): string | undefined {
-  const value = stringFlag(ctx, flag);
-  if (value === undefined) return undefined;
-  const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/(.+)$/.exec(value);
-  if (!m || m[2].endsWith("/")) {
-    throw new UsageError(`--${flag} ${JSON.stringify(value)} is not an exact s3://BUCKET/KEY`, {
-      hint: "name one object, e.g. s3://my-trust-bundles/podmin/prod.pem",
-    });
-  }
-  return value;
 }
 
 /** The checked flags of `run`. */

@@ -1,11 +1,11 @@
 /** `podmin-agent status`: the running agent's last pass, from its state directory. */
 
-import { type Command, stringFlag } from "../core/kit/cli_kit.ts";
+import type { Command } from "../core/kit/cli_kit.ts";
 import * as path from "node:path";
 import { readStatus } from "./deployments/status.ts";
 import type { MeshStatus } from "./mesh/discovery_mesh.ts";
 import { readJsonStatus } from "./status_file.ts";
-import { DEFAULTS } from "./run_flags.ts";
+import { readFlags, STATE_DIR_FLAG } from "./part.ts";
 
 const status: Command = {
   name: "status",
@@ -14,11 +14,11 @@ const status: Command = {
 
 Reads the status the running agent writes after every pass.`,
   options: {
-    "state-dir": { type: "string", default: DEFAULTS.stateDir },
+    "state-dir": { type: "string", default: STATE_DIR_FLAG.default },
     output: { type: "string", short: "o", default: "text" },
   },
   async run(ctx) {
-    const dir = stringFlag(ctx, "state-dir") ?? DEFAULTS.stateDir;
+    const dir = readFlags(ctx, { "state-dir": STATE_DIR_FLAG })["state-dir"];
     const s = await readStatus(dir);
     if (!s) {
       ctx.err(`no status in ${dir}: the agent has not completed a pass`);

@@ -6,6 +6,7 @@
 
 import assert from "node:assert/strict";
 import { Dataplane } from "../agent/dataplane/dataplane.ts";
+import { parseServiceSnapshot } from "../agent/dataplane/service_snapshot.ts";
 import { formatIpv6, parseIpv6 } from "../core/model/ipv6.ts";
 import { progTestRun } from "../ffi/bpf_object.ts";
 import { testWith } from "../tests/support/requirements.ts";
@@ -206,7 +207,7 @@ async function withDataplane(
   // No interfaces: programs are only loaded, never attached.
   const dp = new Dataplane({ discover: () => Promise.resolve({ targets: [], skipped: [] }) });
   try {
-    await dp.apply(SNAPSHOT);
+    await dp.apply(parseServiceSnapshot(SNAPSHOT));
     const fds = dp.programFds()!;
     await fn((frame, egress = false) => {
       const r = progTestRun(egress ? fds.egress : fds.ingress, frame);

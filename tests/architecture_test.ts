@@ -231,3 +231,29 @@ Deno.test("architecture: no circular import", async () => {
   const cycles = importCycles(await importGraph()).map((cycle) => cycle.join(" -> "));
   assert.deepEqual(cycles, [], `circular imports:\n${cycles.join("\n")}`);
 });
+
+/** The run wiring: `podmin-agent run` composing the parts; the program registers it. */
+const RUN_WIRING = ["agent/run_command.ts", "agent/run_flags.ts"];
+
+Deno.test("architecture: agent features never import the run wiring", async () => {
+  const graph = await importGraph();
+  const breaches = [...graph].filter(([from]) =>
+    inFolder(from, "agent") && !isTestCode(from) && !RUN_WIRING.includes(from) &&
+    from !== "agent/program.ts"
+  ).flatMap(([from, imports]) =>
+    imports.filter((to) => RUN_WIRING.includes(to)).map((to) => `${from} imports ${to}`)
+  );
+  assert.deepEqual(breaches, [], "a part owns its flags and defaults; the wiring only composes");
+});
+
+Deno.test("architecture: `new Loop` only inside the agent's feature folders", async () => {
+  const outside: string[] = [];
+  for (const path of await projectFiles()) {
+    if (!inFolder(path, "agent") || isTestCode(path)) continue;
+    const code = (await Deno.readTextFile(join(ROOT, path)))
+      .replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+    const inFeature = /^agent\/[^/]+\//.test(path);
+    if (/\bnew Loop\b/.test(code) && !inFeature) outside.push(path);
+  }
+  assert.deepEqual(outside, [], "loops belong to the parts of feature folders, not the wiring");
+});

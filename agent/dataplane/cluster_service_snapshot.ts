@@ -8,8 +8,8 @@
 
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import { API_VERSION } from "../../core/model/resources.ts";
-import { backendProblem, type ServiceSnapshot } from "../../core/model/service_snapshot.ts";
-import type { KnownService } from "../services_view.ts";
+import { backendProblem, type ServiceSnapshot } from "./service_snapshot.ts";
+import type { KnownService } from "../services/services_view.ts";
 
 /** Which inputs a dataplane snapshot was built from (for status). */
 export interface SnapshotOrigin {
@@ -37,7 +37,7 @@ export interface BuiltSnapshot {
 }
 
 /**
- * Builds the Service snapshot the dataplane applies (validated again by the dataplane). An endpoint
+ * Builds the Service snapshot the dataplane applies (validated by NodeDataplane before it is applied). An endpoint
  * the dataplane would refuse is left out and named in `skipped`: one bad report never stops every
  * other Service from converging.
  */

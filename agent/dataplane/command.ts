@@ -5,7 +5,7 @@ import { UsageError } from "../../core/kit/errors.ts";
 import { formatReport, inspectDataplane } from "./status.ts";
 import { removeLeftovers } from "./loader.ts";
 import { type DataplaneRunStatus, readDataplaneRunStatus } from "./node_dataplane.ts";
-import { DEFAULTS } from "../run_flags.ts";
+import { STATE_DIR_FLAG } from "../part.ts";
 
 const dataplane: Command = {
   name: "dataplane",
@@ -32,14 +32,14 @@ not the agent runs. Needs root.
 Flags:
   -o, --output FORMAT   text (default) or json
   --flows N             list at most N conntrack entries (default 50; 0 = none)
-  --state-dir DIR       the agent's state directory (default ${DEFAULTS.stateDir})
+  --state-dir DIR       the agent's state directory (default ${STATE_DIR_FLAG.default})
 
 Example:
   sudo podmin-agent dataplane status -o json`,
   options: {
     output: { type: "string", short: "o", default: "text" },
     flows: { type: "string", default: "50" },
-    "state-dir": { type: "string", default: DEFAULTS.stateDir },
+    "state-dir": { type: "string", default: STATE_DIR_FLAG.default },
   },
   positionals: true,
   async run(ctx) {

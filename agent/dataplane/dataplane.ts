@@ -2,13 +2,13 @@
  * The dataplane: turns Service snapshots into eBPF map contents and tc
  * attachments in the agent's network namespace.
  *
- * Input: a `ServiceSnapshot` (core/model/service_snapshot.ts). Effect: the
+ * Input: a `ServiceSnapshot` (service_snapshot.ts). Effect: the
  * programs of bpf/dataplane.c loaded unpinned while the snapshot has
  * Services, attached to the discovered interfaces, their maps kept equal to
  * the snapshot; nothing of ours anywhere when it has none.
  *
  * Rules:
- * - A snapshot is validated completely before anything is written; an
+ * - A snapshot is validated completely (where it is read) before anything is written; an
  *   invalid one changes nothing (the last applied state stays).
  * - Changes are applied as a diff of the last applied state (no flush):
  *   backend slots are written before the count that exposes them, removed
@@ -25,7 +25,7 @@
 
 import { parseIpv6Prefix } from "../../core/model/ipv6.ts";
 import { type Logger, silentLogger } from "../../core/kit/log.ts";
-import { parseServiceSnapshot } from "../../core/model/service_snapshot.ts";
+import type { ServiceSnapshot } from "./service_snapshot.ts";
 import type { CtEntry } from "./ct_map.ts";
 import {
   compileSnapshot,
@@ -153,16 +153,15 @@ export class Dataplane {
   }
 
   /**
-   * Applies a snapshot (validated first: a `ValidationError` means nothing
-   * was changed). With `full`, also reads the maps back, re-discovers
-   * interfaces and re-checks every filter.
+   * Applies a snapshot (validated by whoever read it from untrusted input: `parseServiceSnapshot`;
+   * a snapshot that does not fit the maps throws before anything is changed). With `full`, also
+   * reads the maps back, re-discovers interfaces and re-checks every filter.
    */
-  async apply(snapshot: unknown, options: { full?: boolean } = {}): Promise<ApplyResult> {
-    const parsed = parseServiceSnapshot(snapshot);
-    const desired = compileSnapshot(parsed, this.#capacity);
+  async apply(snapshot: ServiceSnapshot, options: { full?: boolean } = {}): Promise<ApplyResult> {
+    const desired = compileSnapshot(snapshot, this.#capacity);
     return await this.#serial(async () => {
       const r = await this.#apply(desired, options.full ?? false);
-      this.#generation = parsed.generation;
+      this.#generation = snapshot.generation;
       return r;
     });
   }

@@ -13,6 +13,7 @@
  *   (the scan backs off while passes keep failing; see `agent/loop.ts`).
  */
 
+import type { ServiceSnapshot } from "./service_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
 import { silentLogger } from "../../core/kit/log.ts";
 import type { ApplyResult } from "./dataplane.ts";
@@ -20,7 +21,7 @@ import { Loop } from "../loop.ts";
 
 /** What the loop drives (a `Dataplane`). */
 export interface DataplaneTarget {
-  apply(snapshot: unknown, options?: { full?: boolean }): Promise<ApplyResult>;
+  apply(snapshot: ServiceSnapshot, options?: { full?: boolean }): Promise<ApplyResult>;
 }
 
 /** Options of `DataplaneLoop`. */
@@ -30,7 +31,7 @@ export interface DataplaneLoopOptions {
    * The current Service snapshot (validated by the dataplane); undefined when there is nothing to
    * apply yet (the pass is skipped: nothing changes, nothing is reported as failed).
    */
-  snapshot: () => unknown | Promise<unknown>;
+  snapshot: () => ServiceSnapshot | undefined | Promise<ServiceSnapshot | undefined>;
   /** Called after every pass (for status files). */
   onPass?: (pass: LoopPass) => void;
   /** Full convergence scan interval (default 30 s). */

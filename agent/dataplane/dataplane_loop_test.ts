@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { ValidationError } from "../../core/kit/errors.ts";
 import type { ApplyResult } from "./dataplane.ts";
 import { DataplaneLoop } from "./dataplane_loop.ts";
+import { emptyServiceSnapshot } from "./service_snapshot.ts";
 
 /**
  * Records applies and signals each one. `hold()` makes the next applies wait until released, so a
@@ -41,7 +42,7 @@ Deno.test("dataplane loop: a burst of hints costs one pass; hints during a pass 
   let generation = 0;
   const loop = new DataplaneLoop({
     dataplane: dp,
-    snapshot: () => ({ generation: ++generation }),
+    snapshot: () => ({ ...emptyServiceSnapshot(), generation: ++generation }),
     scanIntervalMs: 60_000,
     hintDelayMs: 30,
   });
@@ -72,7 +73,11 @@ Deno.test("dataplane loop: a burst of hints costs one pass; hints during a pass 
 
 Deno.test("dataplane loop: the periodic scan runs full passes without hints", async () => {
   const dp = recorder();
-  const loop = new DataplaneLoop({ dataplane: dp, snapshot: () => ({}), scanIntervalMs: 40 });
+  const loop = new DataplaneLoop({
+    dataplane: dp,
+    snapshot: () => emptyServiceSnapshot(),
+    scanIntervalMs: 40,
+  });
   loop.start();
   await dp.started(3); // the start pass and two timed passes, whenever the timer gets to run
   await loop.stop();
@@ -88,7 +93,7 @@ Deno.test("dataplane loop: a failing pass is reported once and retried", async (
       apply: () =>
         fail ? Promise.reject(new ValidationError("bad vip")) : Promise.resolve({} as ApplyResult),
     },
-    snapshot: () => ({}),
+    snapshot: () => emptyServiceSnapshot(),
     scanIntervalMs: 60_000,
     hintDelayMs: 5,
     log: {

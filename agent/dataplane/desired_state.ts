@@ -5,7 +5,7 @@
 
 import { ValidationError } from "../../core/kit/errors.ts";
 import { type Ipv6Prefix, parseIpv6, parseIpv6Prefix } from "../../core/model/ipv6.ts";
-import type { ServiceSnapshot } from "../../core/model/service_snapshot.ts";
+import type { ServiceSnapshot } from "./service_snapshot.ts";
 import type { Backend } from "./be_map.ts";
 import { PROTO, type SvcKey, svcKeyId } from "./svc_map.ts";
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ValidationError } from "../../core/kit/errors.ts";
 import { parseIpv6, parseIpv6Prefix } from "../../core/model/ipv6.ts";
-import { parseServiceSnapshot } from "../../core/model/service_snapshot.ts";
+import { parseServiceSnapshot } from "./service_snapshot.ts";
 import { decodeBeKey, decodeBeVal, encodeBeKey, encodeBeVal } from "./be_map.ts";
 import { decodeCfg, encodeCfg } from "./cfg_map.ts";
 import { decodeCt, encodeCtKey } from "./ct_map.ts";

@@ -11,9 +11,10 @@
 import * as path from "node:path";
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
-import type { ServicesView } from "../services_view.ts";
+import type { ServicesView } from "../services/services_view.ts";
 import { readJsonStatus, writeJsonStatus } from "../status_file.ts";
 import { clusterServiceSnapshot, type SnapshotOrigin } from "./cluster_service_snapshot.ts";
+import { parseServiceSnapshot, type ServiceSnapshot } from "./service_snapshot.ts";
 import { DataplaneLoop, type DataplaneTarget, type LoopPass } from "./dataplane_loop.ts";
 
 /** The file `podmin-agent dataplane status` reads. */
@@ -100,7 +101,7 @@ export class NodeDataplane {
     await this.#writing;
   }
 
-  #input(): unknown {
+  #input(): ServiceSnapshot | undefined {
     const mesh = this.#o.meshSnapshot();
     if (!mesh) {
       this.#origin = undefined;
@@ -125,7 +126,9 @@ export class NodeDataplane {
       services: built.snapshot.services.length,
       backends: built.snapshot.services.reduce((n, s) => n + s.backends.length, 0),
     };
-    return built.snapshot;
+    // Joined from the bucket and the mesh's peers: validated here, once (a `ValidationError`
+    // fails the pass; the last applied state stays).
+    return parseServiceSnapshot(built.snapshot);
   }
 
   #written({ result, error, skipped }: LoopPass): void {

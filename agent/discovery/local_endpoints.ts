@@ -8,7 +8,7 @@
 import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
 import { formatIpv6, parseIpv6 } from "../../core/model/ipv6.ts";
 import { selectorMatches } from "../../core/model/resources.ts";
-import type { KnownService } from "../services_view.ts";
+import type { KnownService } from "../services/services_view.ts";
 import type { PodInfo } from "./pod_proto.ts";
 
 /** The endpoint set to report: Services with no ready local Pod are left out. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { KnownService } from "../services_view.ts";
+import type { KnownService } from "../services/services_view.ts";
 import { localEndpoints } from "./local_endpoints.ts";
 import type { PodInfo } from "./pod_proto.ts";
 

@@ -170,6 +170,7 @@ export class PodsWatch {
           error: this.#lastError,
           delayMs: delay,
         });
+        // A one-shot reconnect after the watch's own backoff, not a periodic pass: no Loop.
         this.#timer = setTimeout(() => this.#connect(), delay);
       },
     });

@@ -8,7 +8,7 @@
 import * as path from "node:path";
 import type { Logger } from "../../core/kit/log.ts";
 import { writeFileAtomic } from "../../core/store/atomic_write.ts";
-import type { ServicesView } from "../services_view.ts";
+import type { ServicesView } from "../services/services_view.ts";
 import { nextSerial, renderZone, zoneSerial } from "./zone_file.ts";
 
 /** Options of `DnsPublisher`. */
@@ -17,6 +17,11 @@ export interface DnsPublisherOptions {
   /** Directory of the zone file (tmpfs; CoreDNS reads it). */
   dir: string;
   domain: string;
+  /**
+   * Each pass refreshes the Services (default true); false where one Services loop refreshes them
+   * for every reader (`podmin-agent run`): the pass reports that loop's last error.
+   */
+  refreshServices?: boolean;
   log: Logger;
 }
 
@@ -45,9 +50,11 @@ export class DnsPublisher {
     return path.join(this.#o.dir, `${this.#o.domain}.db`);
   }
 
-  /** Refreshes the Services and rewrites the zone when they changed. Never throws. */
+  /** Refreshes the Services (unless a loop does) and rewrites the zone when they changed. Never throws. */
   async pass(now = Date.now()): Promise<DnsStatus> {
-    const error = await this.#o.services.refresh(now);
+    const error = this.#o.refreshServices === false
+      ? this.#o.services.lastError
+      : await this.#o.services.refresh(now);
     const services = this.#o.services.services();
     const status: DnsStatus = {
       zoneFile: this.zoneFile,

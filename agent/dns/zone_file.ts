@@ -9,7 +9,7 @@
  * CoreDNS to reload: the caller passes one that only ever grows.
  */
 
-import type { KnownService } from "../services_view.ts";
+import type { KnownService } from "../services/services_view.ts";
 
 /** Time to live of every record: short, so a deleted Service's name goes quickly. */
 export const RECORD_TTL_S = 5;

@@ -6,6 +6,7 @@
  */
 
 import { importPrivateKeyPem, type KeyPair } from "../../core/crypto/certificates.ts";
+import { UsageError } from "../../core/kit/errors.ts";
 import { workloadCaKeyName } from "../../core/model/provider_names.ts";
 import type { ValueProvider } from "../secrets/value_provider.ts";
 
@@ -52,4 +53,30 @@ export function ssmCaKey(options: { provider: ValueProvider; cluster: string }):
 /** A PEM file (keep it on tmpfs). */
 export function fileCaKey(path: string): CaKeySource {
   return new CachedKey(`file ${path}`, () => Deno.readTextFile(path));
+}
+
+/** `--workload-ca-key` or `--cluster-ca`: where a CA key comes from. */
+export type CaKeyFlag = { kind: "ssm" } | { kind: "file"; path: string } | { kind: "off" };
+
+/** The workload CA key source of `--workload-ca-key`, or undefined for "off". */
+export function caKeySource(options: {
+  flag: CaKeyFlag;
+  provider: ValueProvider;
+  cluster: string;
+}): CaKeySource | undefined {
+  const { flag } = options;
+  if (flag.kind === "off") return undefined;
+  if (flag.kind === "file") return fileCaKey(flag.path);
+  return ssmCaKey({ provider: options.provider, cluster: options.cluster });
+}
+
+/** Parses `--workload-ca-key` or `--cluster-ca` (`flag` names it in the error). */
+export function parseCaKeyFlag(value: string, flag = "--workload-ca-key"): CaKeyFlag {
+  if (value === "ssm" || value === "off") return { kind: value };
+  if (value.startsWith("file:") && value.length > 5 && value.slice(5).startsWith("/")) {
+    return { kind: "file", path: value.slice(5) };
+  }
+  throw new UsageError(`${flag} ${JSON.stringify(value)} is not a key source`, {
+    hint: 'use "ssm", "file:/run/…/<name>.pem" (an absolute path on tmpfs) or "off"',
+  });
 }

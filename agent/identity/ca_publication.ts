@@ -7,8 +7,8 @@
  * planner promotes `next` only after the bundle holding it was published.
  */
 
-import { UsageError } from "../../core/kit/errors.ts";
 import { TooLargeError } from "../../core/kit/limits.ts";
+import { parseS3ObjectUrl } from "../../core/store/object_url.ts";
 import { getIfExists, type ObjectStore } from "../../core/store/object_store.ts";
 import type { WorkloadCaState } from "../../core/bucket/workload_ca_state.ts";
 
@@ -23,15 +23,9 @@ export interface PublicationTarget {
   key: string;
 }
 
-/** Parses `s3://BUCKET/KEY` (one object, not a prefix). */
+/** Parses `s3://BUCKET/KEY` (one object, not a prefix; `parseS3ObjectUrl`). */
 export function parsePublicationTarget(url: string): PublicationTarget {
-  const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/(.+)$/.exec(url);
-  if (!m || m[2].endsWith("/")) {
-    throw new UsageError(`${JSON.stringify(url)} is not an exact s3://BUCKET/KEY`, {
-      hint: "name one object, e.g. s3://my-trust-bundles/podmin/prod.pem",
-    });
-  }
-  return { url, bucket: m[1], key: m[2] };
+  return { url, ...parseS3ObjectUrl(url) };
 }
 
 /** `sha256:<hex>` of a PEM bundle's bytes (what the state records as published). */

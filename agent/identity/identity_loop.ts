@@ -11,7 +11,7 @@ import { openStore } from "../../core/store/store_url.ts";
 import { Loop } from "../loop.ts";
 import type { CaKeySource } from "./ca_key.ts";
 import { CaMaintainer, type IdentityStatus } from "./ca_maintainer.ts";
-import { parsePublicationTarget } from "./ca_publication.ts";
+import type { S3Object } from "../../core/store/object_url.ts";
 import { DEFAULT_ROTATION_POLICY, policyProblems, type RotationPolicy } from "./ca_rotation.ts";
 import { writeIdentityStatus } from "./identity_status.ts";
 
@@ -30,8 +30,8 @@ export interface IdentityLoopOptions {
   cluster: string;
   nodeId: string;
   keySource: CaKeySource;
-  /** `--workload-ca-publish`, when set. */
-  publish?: string;
+  /** `--workload-ca-publish`, when set (parsed once, by the flags). */
+  publish?: S3Object;
   region: string;
   /** Retry policy of the external bucket's store (the agent's: the loop is the retry). */
   retry: RetryPolicy;
@@ -57,7 +57,8 @@ export interface IdentityLoop {
 
 /** Builds the identity-ca loop; a policy that cannot rotate safely is a `UsageError`. */
 export function identityCaLoop(options: IdentityLoopOptions): IdentityLoop {
-  const target = options.publish ? parsePublicationTarget(options.publish) : undefined;
+  const target = options.publish &&
+    { url: `s3://${options.publish.bucket}/${options.publish.key}`, ...options.publish };
   const policy: RotationPolicy = {
     ...DEFAULT_ROTATION_POLICY,
     caLifetimeMs: options.caLifetimeMs,

@@ -42,7 +42,7 @@ import {
 } from "../pod_generations.ts";
 import type { CaKeySource } from "./ca_key.ts";
 import { CaView, type Issuer } from "./ca_view.ts";
-import { ServicesView } from "../services_view.ts";
+import { ServicesView } from "../services/services_view.ts";
 
 /** File names of a Pod's certificate generation. */
 export const TLS_FILES = { cert: "tls.crt", key: "tls.key", ca: "ca.crt" } as const;
@@ -57,6 +57,11 @@ export interface PodCertificatesOptions {
   services?: ServicesView;
   /** A CA view shared with other issuers (default: its own over `store` and `caKey`). */
   ca?: CaView;
+  /**
+   * Each sync refreshes the Services (default true); false where one Services loop refreshes them
+   * (`podmin-agent run` without `--once`): the sync reports that loop's last error.
+   */
+  refreshServices?: boolean;
   /** Re-read interval of the CA state and the Service index (default 30 s). */
   refreshMs?: number;
   /** Leaf lifetime (default `LIFETIMES.leafMs`). */
@@ -145,7 +150,9 @@ export class PodCertificates {
         `workload identity: ${issuer.warning} (the last good CA state stays in use)`,
       );
     }
-    const servicesError = await this.#services.refresh(now.getTime());
+    const servicesError = this.#o.refreshServices === false
+      ? this.#services.lastError
+      : await this.#services.refresh(now.getTime());
     if (servicesError) result.errors.push(`Service names: ${servicesError}`);
     await Promise.all(deployments.map((d) => this.#syncOne({ d, now, issuer, result })));
     return result;

@@ -9,6 +9,7 @@
  * that its endpoints leave the snapshot (a node that never comes back).
  */
 
+import { Loop } from "../loop.ts";
 import {
   ANNOUNCED_OBJECTS,
   type AnnouncedObject,
@@ -56,7 +57,7 @@ interface Announced {
   everyMs?: number;
   current?: IndexAnnouncement;
   failures: number;
-  timer?: ReturnType<typeof setTimeout>;
+  loop?: Loop;
 }
 
 interface Member {
@@ -102,11 +103,21 @@ export class Coordinator {
       if (!announcer) continue;
       const a: Announced = { ...announcer, failures: 0 };
       this.#announced.set(field, a);
-      void this.#poll(field, a);
+      // A failed read keeps the interval (never backs off): the announcement is withdrawn instead.
+      a.loop = new Loop({
+        name: `mesh-announce-${field}`,
+        intervalMs: a.everyMs ?? options.pollMs ?? 2_000,
+        log: options.log,
+        pass: async () => {
+          await this.#poll(field, a);
+          return {};
+        },
+      });
+      a.loop.start();
     }
   }
 
-  /** One poll, then the next after the interval; a failed read keeps the announcement. */
+  /** One poll (its loop brings the next after the interval); a failed read keeps the announcement. */
   async #poll(field: AnnouncedObject, a: Announced): Promise<void> {
     if (this.#stopped) return;
     try {
@@ -129,8 +140,6 @@ export class Coordinator {
         this.#schedule();
       }
     }
-    if (this.#stopped) return;
-    a.timer = setTimeout(() => void this.#poll(field, a), a.everyMs ?? this.#o.pollMs ?? 2_000);
   }
 
   /** The current snapshot. */
@@ -177,6 +186,7 @@ export class Coordinator {
     const gone = () => {
       const m = this.#members.get(peer);
       if (!m || !m.streams.delete(stream) || m.streams.size || this.#stopped) return;
+      // A one-shot grace per member, not a periodic pass: no Loop.
       m.drop = setTimeout(() => {
         this.#members.delete(peer);
         this.#o.log.info("mesh member dropped", { peer });
@@ -195,7 +205,7 @@ export class Coordinator {
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    for (const a of this.#announced.values()) clearTimeout(a.timer);
+    for (const a of this.#announced.values()) void a.loop?.stop(); // timers cleared at once
     for (const m of this.#members.values()) {
       clearTimeout(m.drop);
       for (const s of m.streams) endCall(s, "coordinator stopped");
@@ -205,6 +215,7 @@ export class Coordinator {
 
   #schedule(): void {
     if (this.#timer !== undefined || this.#stopped) return;
+    // A one-shot coalescing delay of broadcasts, not a periodic pass: no Loop.
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#broadcast();

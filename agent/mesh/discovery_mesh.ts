@@ -11,12 +11,13 @@ import type { ObjectStore } from "../../core/store/object_store.ts";
 import { localEndpoints } from "../discovery/local_endpoints.ts";
 import { PODS_API_SOCKET, PodsWatch } from "../discovery/pods_api.ts";
 import { podsApiProblem } from "../discovery/pods_api_problem.ts";
-import type { ServicesView } from "../services_view.ts";
+import type { ServicesView } from "../services/services_view.ts";
 import { MeshNode } from "./mesh_node.ts";
 import type { Announcers } from "./coordinator.ts";
 import type { ClusterCa } from "./node_tls.ts";
 import type { NodeCertificateStatus } from "./node_identity.ts";
 import { writeJsonStatus } from "../status_file.ts";
+import { Loop } from "../loop.ts";
 
 /** Options of `DiscoveryMesh`. */
 export interface DiscoveryMeshOptions {
@@ -32,8 +33,13 @@ export interface DiscoveryMeshOptions {
   /** The node's kubelet version, when known: a kubelet without the Pods API is named at once. */
   kubeletVersion?: string;
   services: ServicesView;
-  /** How often the Services are re-read (conditional GET). */
+  /** How often the Services are re-read (conditional GET) and the local report updated. */
   servicesIntervalMs: number;
+  /**
+   * Re-read the Services on that interval (default true); false where one Services loop refreshes
+   * them for every reader (`podmin-agent run`): the report then follows their changes.
+   */
+  refreshServices?: boolean;
   /** The coordinator's polls of announced objects (change notification). */
   announce?: Announcers;
   pollMs?: number;
@@ -74,7 +80,7 @@ export class DiscoveryMesh {
   readonly #o: DiscoveryMeshOptions;
   #mesh?: MeshNode;
   #watch?: PodsWatch;
-  #timer?: ReturnType<typeof setInterval>;
+  #servicesLoop?: Loop;
   #local: EndpointSet = {};
   #ready = new Set<string>();
   #snapshot?: ClusterSnapshot;
@@ -123,14 +129,25 @@ export class DiscoveryMesh {
     });
     this.#watch.start();
     const refresh = async () => {
-      const error = await this.#o.services.refresh(Date.now());
-      if (error) this.#o.log.warn("services not refreshed", { error });
+      if (this.#o.refreshServices !== false) {
+        const error = await this.#o.services.refresh(Date.now());
+        if (error) this.#o.log.warn("services not refreshed", { error });
+      }
       this.#update();
     };
-    this.#timer = setInterval(() => void refresh(), this.#o.servicesIntervalMs);
     // A refresh by anyone (an announcement of a new services index) updates the report at once.
     this.#o.services.onChange(() => this.#update());
-    await refresh();
+    this.#servicesLoop = new Loop({
+      name: "mesh-services",
+      intervalMs: this.#o.servicesIntervalMs,
+      log: this.#o.log,
+      pass: async () => {
+        await refresh();
+        return {};
+      },
+    });
+    this.#servicesLoop.start();
+    await this.#servicesLoop.idle(); // the first pass: the report holds the Services
   }
 
   /** The newest cluster snapshot received (undefined until the first). */
@@ -164,7 +181,7 @@ export class DiscoveryMesh {
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
+    await this.#servicesLoop?.stop();
     this.#watch?.stop();
     await this.#mesh?.stop();
     await this.#writing;

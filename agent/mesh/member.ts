@@ -10,6 +10,7 @@
  * endpoint it knows, which costs the bucket nothing.
  */
 
+import { Loop } from "../loop.ts";
 import type * as grpc from "@grpc/grpc-js";
 import {
   type ClusterSnapshot,
@@ -56,7 +57,7 @@ export class MeshMember {
   #stopped = true;
   #failures = 0;
   #timer?: ReturnType<typeof setTimeout>;
-  #heartbeat?: ReturnType<typeof setInterval>;
+  #heartbeat?: Loop;
   #connectedTo?: string;
   /** When the last stream that delivered snapshots ended (performance.now()); cleared on connect. */
   #lostAt?: number;
@@ -103,14 +104,23 @@ export class MeshMember {
   start(): void {
     if (!this.#stopped) return;
     this.#stopped = false;
-    this.#heartbeat = setInterval(() => this.#report(), this.#o.heartbeatMs ?? 5_000);
+    this.#heartbeat = new Loop({
+      name: "mesh-heartbeat",
+      intervalMs: this.#o.heartbeatMs ?? 5_000,
+      log: this.#o.log,
+      pass: () => {
+        this.#report();
+        return Promise.resolve({});
+      },
+    });
+    this.#heartbeat.start();
     void this.#connect();
   }
 
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    clearInterval(this.#heartbeat);
+    void this.#heartbeat?.stop(); // its timer is cleared at once
     this.#stream?.cancel();
     this.#client?.close();
   }
@@ -124,6 +134,7 @@ export class MeshMember {
     this.#quietUntil = undefined;
     if (this.#stopped || !this.#waiting) return;
     clearTimeout(this.#timer);
+    // The waiting reconnect, brought forward (see #retry): no Loop.
     this.#timer = setTimeout(() => {
       this.#waiting = false;
       void this.#connect();
@@ -239,6 +250,7 @@ export class MeshMember {
     );
     clearTimeout(this.#timer);
     this.#waiting = true;
+    // A one-shot reconnect after a backoff the stream's state decides, not a periodic pass: no Loop.
     this.#timer = setTimeout(() => {
       this.#waiting = false;
       void this.#connect();

@@ -5,6 +5,7 @@
  * that streams to whichever agent the bucket names as coordinator (itself included).
  */
 
+import { Loop } from "../loop.ts";
 import * as grpc from "@grpc/grpc-js";
 import { BucketLease } from "../../core/bucket/bucket_lease.ts";
 import { MESH_COORDINATOR_LEASE } from "../../core/bucket/bucket_layout.ts";
@@ -70,7 +71,8 @@ export class MeshNode {
   #server?: grpc.Server;
   #port = 0;
   #coordinator?: Coordinator;
-  #timer?: ReturnType<typeof setTimeout>;
+  /** The election: one step per third of the lease (never backs off: the lease would run out). */
+  readonly #election: Loop;
   #stopped = true;
 
   constructor(options: MeshNodeOptions) {
@@ -80,6 +82,15 @@ export class MeshNode {
       key: MESH_COORDINATOR_LEASE,
       holder: options.nodeId,
       durationMs: options.leaseMs ?? 15_000,
+    });
+    this.#election = new Loop({
+      name: "mesh-election",
+      intervalMs: this.#stepMs(),
+      log: options.log,
+      pass: async () => {
+        await this.#elect();
+        return {};
+      },
     });
     this.#gate = new ContentionGate({
       contenders: options.contenders,
@@ -154,7 +165,7 @@ export class MeshNode {
       throw err;
     }
     this.member.start();
-    void this.#elect();
+    this.#election.start();
   }
 
   /**
@@ -165,13 +176,14 @@ export class MeshNode {
    */
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    void this.#election.stop(); // its timer is cleared at once; a running step is not awaited
     this.member.stop();
     await this.#identity.stop();
     const wasCoordinator = this.#coordinator !== undefined;
     this.#coordinator?.stop();
     this.#coordinator = undefined;
     await this.#lease.release().catch(() => false);
+    // A one-shot drain before the socket closes, not a periodic pass: no Loop.
     if (wasCoordinator) await new Promise((r) => setTimeout(r, SESSION_DRAIN_MS));
     this.#server?.forceShutdown();
   }
@@ -179,7 +191,7 @@ export class MeshNode {
   /** Stops without releasing the lease or saying goodbye (a crash, for tests). */
   crash(): void {
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    void this.#election.stop();
     this.member.stop();
     void this.#identity.stop();
     this.#coordinator?.stop();
@@ -220,10 +232,7 @@ export class MeshNode {
     // the cluster's election reads are the coordinator's renewals alone); once its stream ends,
     // it steps the lease when its contention slot comes and takes over after the holder's lease
     // ran out.
-    if (!this.contends()) {
-      this.#scheduleElection();
-      return;
-    }
+    if (!this.contends()) return;
     try {
       const step = await this.#lease.step();
       if (step.leader && (!this.#coordinator || this.#coordinatorTerm !== step.term)) {
@@ -261,17 +270,11 @@ export class MeshNode {
         this.#o.log.info("mesh coordinator lease expired", {});
       }
     }
-    this.#scheduleElection();
   }
 
   /** The election step: a third of the lease. */
   #stepMs(): number {
     return Math.max(50, Math.floor((this.#o.leaseMs ?? 15_000) / 3));
-  }
-
-  #scheduleElection(): void {
-    if (this.#stopped) return;
-    this.#timer = setTimeout(() => void this.#elect(), this.#stepMs());
   }
 
   #coordinatorTerm?: number;

@@ -131,6 +131,7 @@ export class AwsValueProvider implements ValueProvider {
         return JSON.parse(new TextDecoder().decode(bytes)) as JsonAnswer;
       } catch (err) {
         if (attempt >= 2 || !transient(err)) throw err;
+        // A pause between two attempts of one request, not a periodic pass: no Loop.
         await new Promise((r) => setTimeout(r, 100 + Math.random() * 200));
       }
     }

@@ -26,10 +26,10 @@ import { ANNOUNCED_HINT_DELAY_MS, IndexNotifier } from "../../agent/mesh/index_n
 import { etagPoller, indexPoller } from "../../agent/mesh/index_poller.ts";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";
 import { type ClusterCa, parseClusterCa } from "../../agent/mesh/node_tls.ts";
-import { NodeRecordWriter } from "../../agent/node_record_writer.ts";
+import { NodeRecordWriter } from "../../agent/node/node_record_writer.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider, type ValueProvider } from "../../agent/secrets/value_provider.ts";
-import { ServicesView } from "../../agent/services_view.ts";
+import { ServicesView } from "../../agent/services/services_view.ts";
 import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
 import { parseDuration } from "../../core/kit/duration.ts";
 import { LIMITS } from "../../core/kit/limits.ts";

@@ -20,8 +20,8 @@
 import * as path from "node:path";
 import { DnsPublisher } from "../../agent/dns/dns_publisher.ts";
 import { Loop } from "../../agent/loop.ts";
-import { DEFAULTS } from "../../agent/run_flags.ts";
-import { DEFAULT_CLUSTER_DOMAIN } from "../../agent/services_view.ts";
+import { RUN_FLAGS } from "../../agent/run_flags.ts";
+import { DEFAULT_CLUSTER_DOMAIN } from "../../agent/services/services_view.ts";
 import { parseDuration } from "../../core/kit/duration.ts";
 import { silentLogger } from "../../core/kit/log.ts";
 import { SERVICE_INDEX } from "../../core/bucket/bucket_layout.ts";
@@ -50,7 +50,7 @@ const SERVICE_TRIALS = SMOKE ? 2 : 20;
 const BASELINE_TRIALS = SMOKE ? 2 : 20;
 const GET_ROUNDS = SMOKE ? 10 : 200;
 /** The agent's `--interval` default: Services re-read and DNS pass. */
-const INTERVAL_MS = parseDuration(DEFAULTS.interval, "interval");
+const INTERVAL_MS = parseDuration(RUN_FLAGS.interval.default, "interval");
 const WEB = `${NAMESPACE}/web`;
 
 const ms = (x: number) => `${x.toFixed(0)} ms`;
@@ -246,7 +246,7 @@ try {
       `by the coordinator and announced (agents read it on the announcement) and DNS zone pass every ${
         ms(INTERVAL_MS)
       } (agent --interval default ` +
-      `${DEFAULTS.interval}); mesh broadcast coalescing 20 ms, heartbeat 5 s; CoreDNS file ` +
+      `${RUN_FLAGS.interval.default}); mesh broadcast coalescing 20 ms, heartbeat 5 s; CoreDNS file ` +
       `plugin reload ${reload}; baseline pollers every ${ms(INTERVAL_MS)}\n` +
       `  Pod Ready → all ${N} snapshots (${POD_TRIALS} trials): p50 ${ms(p(podReady, 50))}, ` +
       `p99 ${ms(p(podReady, 99))} (goal p99 ≤ 1000 ms: ${

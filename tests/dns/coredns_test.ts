@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { DnsPublisher } from "../../agent/dns/dns_publisher.ts";
-import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "../../agent/services_view.ts";
+import { DEFAULT_CLUSTER_DOMAIN, ServicesView } from "../../agent/services/services_view.ts";
 import { applyResources, deleteResource } from "../../cli/desired_state.ts";
 import { createFsBucket, FsStore } from "../../core/store/fs_store.ts";
 import { silentLogger } from "../../core/kit/log.ts";

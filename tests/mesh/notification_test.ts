@@ -13,7 +13,7 @@ import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
 import { Loop } from "../../agent/loop.ts";
 import { IndexNotifier } from "../../agent/mesh/index_notifier.ts";
 import { etagPoller, indexPoller } from "../../agent/mesh/index_poller.ts";
-import { ServicesView } from "../../agent/services_view.ts";
+import { ServicesView } from "../../agent/services/services_view.ts";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";
 import { parseClusterCa } from "../../agent/mesh/node_tls.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";

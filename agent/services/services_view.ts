@@ -5,18 +5,18 @@
  * names, VIPs and ports.
  */
 
-import { SERVICE_INDEX } from "../core/bucket/bucket_layout.ts";
-import { LIMITS } from "../core/kit/limits.ts";
-import type { ObjectStore } from "../core/store/object_store.ts";
-import { type Deployment, selectorMatches, type Service } from "../core/model/resources.ts";
+import { SERVICE_INDEX } from "../../core/bucket/bucket_layout.ts";
+import { LIMITS } from "../../core/kit/limits.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import { type Deployment, selectorMatches, type Service } from "../../core/model/resources.ts";
 import {
   emptyServiceIndex,
   parseServiceIndex,
   type ServiceEntry,
   type ServiceIndex,
-} from "../core/bucket/service_index.ts";
-import { readSpec } from "../core/bucket/spec_objects.ts";
-import { PolledObject, type PolledObjectOptions } from "./polled_object.ts";
+} from "../../core/bucket/service_index.ts";
+import { readSpec } from "../../core/bucket/spec_objects.ts";
+import { PolledObject, type PolledObjectOptions } from "../polled_object.ts";
 
 /** The cluster DNS domain of Service names. */
 export const DEFAULT_CLUSTER_DOMAIN = "cluster.local";
@@ -46,6 +46,7 @@ export class ServicesView {
   #generation?: number;
   #serviceCIDR?: string;
   #error?: string;
+  #lastError?: string;
   readonly #listeners = new Set<() => void>();
 
   constructor(options: {
@@ -88,6 +89,11 @@ export class ServicesView {
     return this.#serviceCIDR;
   }
 
+  /** What the last `refresh` returned (its error; undefined when it read well or none ran). */
+  get lastError(): string | undefined {
+    return this.#lastError;
+  }
+
   /** Calls `listener` after every change of the list (whoever refreshed it). */
   onChange(listener: () => void): void {
     this.#listeners.add(listener);
@@ -126,7 +132,8 @@ export class ServicesView {
       if (errors.length) this.#index.invalidate(); // retry the missing specs next time
       for (const listener of this.#listeners) listener();
     }
-    return read.error ?? this.#error;
+    this.#lastError = read.error ?? this.#error;
+    return this.#lastError;
   }
 
   /** Sorted DNS names of the Services that select `deployment`'s Pods. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ValidationError } from "../kit/errors.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
 import { emptyServiceSnapshot, parseServiceSnapshot } from "./service_snapshot.ts";
 
 const good = () => ({

@@ -23,10 +23,16 @@
  * a `ValidationError` naming the field, and nothing is applied.
  */
 
-import { ValidationError } from "../kit/errors.ts";
-import { formatIpv6, type Ipv6Prefix, parseIpv6, parseIpv6Prefix, prefixContains } from "./ipv6.ts";
-import { isDnsLabel } from "./names.ts";
-import { API_VERSION } from "./resources.ts";
+import { ValidationError } from "../../core/kit/errors.ts";
+import {
+  formatIpv6,
+  type Ipv6Prefix,
+  parseIpv6,
+  parseIpv6Prefix,
+  prefixContains,
+} from "../../core/model/ipv6.ts";
+import { isDnsLabel } from "../../core/model/names.ts";
+import { API_VERSION } from "../../core/model/resources.ts";
 
 /** L4 protocol of a Service port. */
 export type ServiceProtocol = "TCP" | "UDP";

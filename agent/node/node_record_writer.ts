@@ -9,11 +9,11 @@ import {
   type NodeRecord,
   nodeRecordKey,
   serializeNodeRecord,
-} from "../core/bucket/node_record.ts";
-import type { ObjectStore } from "../core/store/object_store.ts";
-import type { EndpointSet } from "../core/model/endpoint_snapshot.ts";
-import { API_VERSION } from "../core/model/resources.ts";
-import { VERSION } from "../core/kit/version.ts";
+} from "../../core/bucket/node_record.ts";
+import type { ObjectStore } from "../../core/store/object_store.ts";
+import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
+import { API_VERSION } from "../../core/model/resources.ts";
+import { VERSION } from "../../core/kit/version.ts";
 
 /** Options of `NodeRecordWriter`. */
 export interface NodeRecordWriterOptions {

@@ -1,0 +1,114 @@
+/**
+ * The deployments part of `podmin-agent run`: the pass that writes this NodeGroup's Pods as
+ * kubelet static Pod manifests (with their values and certificates), run by a loop that follows
+ * the index's announcements with the mesh; `<state-dir>/status.json` after each pass.
+ */
+
+import type { NodeDeployment } from "../../core/bucket/node_record.ts";
+import type { PodCertificates } from "../identity/pod_certificates.ts";
+import { Loop } from "../loop.ts";
+import { ANNOUNCED_HINT_DELAY_MS, type IndexNotifier } from "../mesh/index_notifier.ts";
+import type { FlagSpecs, Part, PartContext } from "../part.ts";
+import type { SecretsSync } from "../secrets/secrets_sync.ts";
+import { DeploymentsLoop } from "./deployments_loop.ts";
+import { type AgentStatus, writeStatus } from "./status.ts";
+
+/** The deployments part's flags. */
+export const DEPLOYMENTS_FLAGS = {
+  "manifest-dir": {
+    type: "string",
+    default: "/etc/podmin/manifests",
+    arg: "DIR",
+    help: "kubelet static Pod directory (default {default})",
+  },
+} as const satisfies FlagSpecs;
+
+const MAX_BACKOFF_MS = 30_000;
+
+/** Options of `deploymentsPart`. */
+export interface DeploymentsPartOptions {
+  context: PartContext;
+  nodeGroup: string;
+  /** `--interval`. */
+  intervalMs: number;
+  manifestDir: string;
+  secretsDir: string;
+  tlsDir: string;
+  secrets: SecretsSync;
+  /** Pod certificates; without them (`--workload-ca-key off`) Pods get none. */
+  certificates?: PodCertificates;
+  /** The index's announcements, when reads follow them (spec §7.9). */
+  notifier?: IndexNotifier;
+}
+
+/** The deployments part. */
+export interface DeploymentsPart extends Part {
+  /** The node's convergence, for its record. */
+  summary(): { indexGeneration?: number; converged: boolean; deployments: NodeDeployment[] };
+  /** `--once`: one pass, its status written; 0 when converged, 1 with the reasons on `err`. */
+  runOnce(io: { out(line: string): void; err(line: string): void }): Promise<number>;
+}
+
+/** The deployments part. */
+export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
+  const { store, hub, stateDir, log } = o.context;
+  const { notifier } = o;
+  const deployments = new DeploymentsLoop({
+    store,
+    nodeGroup: o.nodeGroup,
+    shouldReadIndex: notifier && ((held) => notifier.shouldRead(held)),
+    manifestDir: o.manifestDir,
+    secretsDir: o.secretsDir,
+    tlsDir: o.tlsDir,
+    secrets: o.secrets,
+    identity: o.certificates,
+    log,
+  });
+  let converged = false;
+  let lastGeneration: number | undefined;
+  const loop = new Loop<AgentStatus>({
+    name: "deployments",
+    intervalMs: o.intervalMs,
+    maxBackoffMs: MAX_BACKOFF_MS,
+    // Its only hint is an index announcement (§7.9).
+    hintDelayMs: ANNOUNCED_HINT_DELAY_MS,
+    log,
+    pass: async () => {
+      const { status, unavailable } = await deployments.pass();
+      return { status, backOff: unavailable };
+    },
+    status: (status) => {
+      const changed = status.converged !== converged ||
+        status.indexGeneration !== lastGeneration;
+      converged = status.converged;
+      lastGeneration = status.indexGeneration;
+      if (changed) hub.emit("convergenceChanged");
+      return writeStatus(stateDir, status);
+    },
+  });
+  if (notifier) {
+    hub.on("meshSnapshot", (snapshot) => {
+      if (notifier.onSnapshot(snapshot, deployments.indexEtag)) loop.hint();
+    });
+  }
+  return {
+    name: "deployments",
+    statusFile: "status.json",
+    start: () => loop.start(),
+    stop: () => loop.stop(),
+    summary: () => ({ ...deployments.summary(), converged }),
+    async runOnce(io) {
+      const { status } = await deployments.pass();
+      await writeStatus(stateDir, status);
+      if (status.converged) {
+        io.out(
+          `converged: ${status.desired.length} deployment(s) for NodeGroup ${status.nodeGroup}`,
+        );
+        return 0;
+      }
+      for (const e of status.errors) io.err(`not converged: ${e}`);
+      for (const p of status.pending) io.err(`pending: ${p.deployment}: ${p.reason}`);
+      return 1;
+    },
+  };
+}
