@@ -257,3 +257,47 @@ Deno.test("architecture: `new Loop` only inside the agent's feature folders", as
   }
   assert.deepEqual(outside, [], "loops belong to the parts of feature folders, not the wiring");
 });
+
+/** The agent's programs and commands: the top floor of `agent/`, the only files that compose. */
+const AGENT_COMMANDS = [
+  "agent/main.ts",
+  "agent/program.ts",
+  ...RUN_WIRING,
+  "agent/status_command.ts",
+];
+
+/** The feature folder (`agent/<feature>`) a file lies in, if any. */
+function agentFeature(path: string): string | undefined {
+  return /^agent\/[^/]+\//.test(path) ? path.split("/").slice(0, 2).join("/") : undefined;
+}
+
+Deno.test("architecture: the agent's shared modules never import a feature folder", async () => {
+  const breaches = [...await importGraph()].filter(([from]) =>
+    /^agent\/[^/]+$/.test(from) && !isTestCode(from) && !AGENT_COMMANDS.includes(from)
+  ).flatMap(([from, imports]) =>
+    imports.filter((to) => agentFeature(to) !== undefined).map((to) => `${from} imports ${to}`)
+  );
+  assert.deepEqual(
+    breaches,
+    [],
+    "agent/*.ts below the commands (loop, part, hub events, status files, notifiers) is the floor " +
+      "every feature stands on: it knows no feature",
+  );
+});
+
+Deno.test("architecture: no two agent feature folders import each other", async () => {
+  const edges = new Set<string>();
+  for (const [from, imports] of await importGraph()) {
+    const a = agentFeature(from);
+    if (!a || isTestCode(from)) continue;
+    for (const to of imports) {
+      const b = agentFeature(to);
+      if (b && b !== a) edges.add(`${a} -> ${b}`);
+    }
+  }
+  const mutual = [...edges].filter((e) => {
+    const [a, b] = e.split(" -> ");
+    return a < b && edges.has(`${b} -> ${a}`);
+  });
+  assert.deepEqual(mutual, [], "feature folders stand on floors: one of each pair is below");
+});

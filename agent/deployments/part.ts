@@ -7,7 +7,7 @@
 import type { NodeDeployment } from "../../core/bucket/node_record.ts";
 import type { PodCertificates } from "../identity/pod_certificates.ts";
 import { Loop } from "../loop.ts";
-import { ANNOUNCED_HINT_DELAY_MS, type IndexNotifier } from "../mesh/index_notifier.ts";
+import { ANNOUNCED_HINT_DELAY_MS, type IndexNotifier } from "../index_notifier.ts";
 import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
 import { DeploymentsLoop } from "./deployments_loop.ts";

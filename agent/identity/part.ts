@@ -11,7 +11,7 @@ import { parseS3ObjectUrl, type S3Object } from "../../core/store/object_url.ts"
 import { parseDuration } from "../../core/kit/duration.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { Loop } from "../loop.ts";
-import type { IndexNotifier } from "../mesh/index_notifier.ts";
+import type { IndexNotifier } from "../index_notifier.ts";
 import type { FlagSpecs, FlagValues, Part, PartContext } from "../part.ts";
 import type { ServicesSource } from "../services/part.ts";
 import { writeJsonStatus } from "../status_file.ts";

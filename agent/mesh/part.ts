@@ -12,7 +12,7 @@ import type { FlagSpecs, FlagValues, Part, PartContext } from "../part.ts";
 import type { ServicesSource } from "../services/part.ts";
 import type { AwsValueProvider } from "../secrets/value_provider.ts";
 import { DiscoveryMesh } from "./discovery_mesh.ts";
-import { IndexNotifier } from "./index_notifier.ts";
+import { IndexNotifier } from "../index_notifier.ts";
 import { clusterAnnouncers } from "./index_poller.ts";
 import { NODE_CERT_LIFETIME, parseNodeCertLifetime } from "./node_identity.ts";
 import { type ClusterCa, parseClusterCa } from "./node_tls.ts";

@@ -6,7 +6,7 @@
  */
 
 import { Loop } from "../loop.ts";
-import { ANNOUNCED_HINT_DELAY_MS, type IndexNotifier } from "../mesh/index_notifier.ts";
+import { ANNOUNCED_HINT_DELAY_MS, type IndexNotifier } from "../index_notifier.ts";
 import type { Part, PartContext } from "../part.ts";
 import { ServicesView } from "./services_view.ts";
 

@@ -22,7 +22,7 @@ import type { AgentStatus } from "../../agent/deployments/status.ts";
 import { fileCaKey } from "../../agent/identity/ca_key.ts";
 import { IDENTITY_DEFAULTS, identityCaLoop } from "../../agent/identity/identity_loop.ts";
 import { Loop } from "../../agent/loop.ts";
-import { ANNOUNCED_HINT_DELAY_MS, IndexNotifier } from "../../agent/mesh/index_notifier.ts";
+import { ANNOUNCED_HINT_DELAY_MS, IndexNotifier } from "../../agent/index_notifier.ts";
 import { etagPoller, indexPoller } from "../../agent/mesh/index_poller.ts";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";
 import { type ClusterCa, parseClusterCa } from "../../agent/mesh/node_tls.ts";

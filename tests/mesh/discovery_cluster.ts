@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { DiscoveryMesh } from "../../agent/mesh/discovery_mesh.ts";
 import { type ClusterCa, parseClusterCa } from "../../agent/mesh/node_tls.ts";
 import { ServicesView } from "../../agent/services/services_view.ts";
-import { IndexNotifier } from "../../agent/mesh/index_notifier.ts";
+import { IndexNotifier } from "../../agent/index_notifier.ts";
 import { clusterAnnouncers } from "../../agent/mesh/index_poller.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";

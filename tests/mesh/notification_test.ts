@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import * as path from "node:path";
 import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
 import { Loop } from "../../agent/loop.ts";
-import { IndexNotifier } from "../../agent/mesh/index_notifier.ts";
+import { IndexNotifier } from "../../agent/index_notifier.ts";
 import { etagPoller, indexPoller } from "../../agent/mesh/index_poller.ts";
 import { ServicesView } from "../../agent/services/services_view.ts";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";

@@ -7,7 +7,7 @@
  * returns to notifications as soon as snapshots arrive again.
  */
 
-import type { AnnouncedObject, ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
+import type { AnnouncedObject, ClusterSnapshot } from "../core/model/endpoint_snapshot.ts";
 
 /**
  * Coalescing delay of the hint an announcement gives the loop that reads the object (`Loop`'s
