@@ -10,6 +10,7 @@ import { dependencyBlobKey } from "../core/bucket/bucket_layout.ts";
 import { sha256Hex } from "../core/kit/digest.ts";
 import { ValidationError } from "../core/kit/errors.ts";
 import { mirroredImageRef, parseUpstreamRef, REGISTRY_HOSTNAME } from "../core/model/image_ref.ts";
+import { parseS3ObjectUrl } from "../core/store/object_url.ts";
 import {
   checkClusterId,
   checkDnsSubdomain,
@@ -376,13 +377,11 @@ export function renderUserData(o: UserDataOptions): UserData {
  * segments of [A-Za-z0-9._~+=,@-], none empty, "." or "..", at most 1024 characters.
  */
 function checkS3Object(url: string, what: string): string {
-  const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/([A-Za-z0-9._~+=,@\/-]{1,1024})$/.exec(
-    url,
-  );
-  if (
-    !m || m[1].includes("..") ||
-    m[2].split("/").some((s) => s === "" || s === "." || s === "..")
-  ) {
+  let key = "";
+  try {
+    key = parseS3ObjectUrl(url).key;
+  } catch { /* refused below */ }
+  if (!/^[A-Za-z0-9._~+=,@\/-]{1,1024}$/.test(key)) {
     fail(
       `invalid ${what} ${JSON.stringify(url)}: an exact s3://BUCKET/KEY whose key uses only ` +
         "letters, digits and ._~+=,@-/ (it becomes one argument of the node agent)",

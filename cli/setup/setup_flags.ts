@@ -16,6 +16,7 @@ import { architectureOf } from "../infra/instance_types.ts";
 import { KMS_KEY_ARN } from "../infra/infra_inputs.ts";
 import { checkClusterId, isDnsLabel } from "../../core/model/names.ts";
 import type { Architecture } from "../../core/bucket/dependency_manifest.ts";
+import { parseS3ObjectUrl, type S3Object } from "../../core/store/object_url.ts";
 import { SETUP_DEFAULTS } from "./setup_defaults.ts";
 import {
   checkReleaseVersion,
@@ -24,11 +25,8 @@ import {
   VERSIONED_PROGRAMS,
 } from "./vendor_releases.ts";
 
-/** An exact S3 object. */
-export interface S3Object {
-  bucket: string;
-  key: string;
-}
+/** An exact S3 object (`parseS3ObjectUrl`'s result). */
+export type { S3Object };
 
 /** One NodeGroup as the operator asked for it. */
 export interface NodeGroupFlags {
@@ -68,18 +66,6 @@ function archOf(instanceType: string, where: string): Architecture {
       hint: (err as ValidationError).hint,
     });
   }
-}
-
-function parseS3(text: string, flag: string): S3Object {
-  const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/(.+)$/.exec(text);
-  if (
-    !m || m[2].endsWith("/") || m[2].split("/").some((s) => s === "" || s === "." || s === "..")
-  ) {
-    throw new UsageError(
-      `${flag}: expected s3://BUCKET/KEY naming one object, got ${JSON.stringify(text)}`,
-    );
-  }
-  return { bucket: m[1], key: m[2] };
 }
 
 function parseIpv4Cidr(text: string): string {
@@ -230,7 +216,7 @@ function parseOtelLogsFlag(value: string): NonNullable<SetupFlags["otelLogs"]> {
   }
   const otelLogs: NonNullable<SetupFlags["otelLogs"]> = { endpoint: url.toString() };
   for (const item of rest) {
-    if (item.startsWith("ca=")) otelLogs.ca = parseS3(item.slice(3), "--otel-logs ca=");
+    if (item.startsWith("ca=")) otelLogs.ca = parseS3ObjectUrl(item.slice(3), "--otel-logs ca=");
     else {throw new UsageError(`--otel-logs: unknown item ${JSON.stringify(item)}`, {
         hint: "only ca=s3://BUCKET/KEY",
       });}
@@ -284,7 +270,7 @@ export function parseSetupFlags(raw: RawSetupFlags): SetupFlags {
     releaseVersions,
   };
   if (raw.workloadCaPublish) {
-    flags.workloadCaPublish = parseS3(raw.workloadCaPublish, "--workload-ca-publish");
+    flags.workloadCaPublish = parseS3ObjectUrl(raw.workloadCaPublish, "--workload-ca-publish");
   }
   if (raw.otelLogs) flags.otelLogs = parseOtelLogsFlag(raw.otelLogs);
   return flags;

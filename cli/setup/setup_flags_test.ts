@@ -57,8 +57,11 @@ Deno.test("setup flags: precise errors for bad input", () => {
     [{ vpcCidr: "10.0.0.0/8" }, /IPv4 CIDR from \/16 to \/28/],
     [{ nat64: "type=t4g.nano" }, /--nat64=instance-type=TYPE/],
     [{ region: "moon-1" }, /invalid AWS region/],
-    [{ workloadCaPublish: "s3://bucket/" }, /s3:\/\/BUCKET\/KEY naming one object/],
-    [{ otelLogs: "https://otel:4318,ca=s3://b/../x" }, /naming one object/],
+    [
+      { workloadCaPublish: "s3://bucket/" },
+      /--workload-ca-publish "s3:\/\/bucket\/" is not an exact/,
+    ],
+    [{ otelLogs: "https://otel:4318,ca=s3://bkt/../x" }, /--otel-logs ca= .* is not an exact/],
     [{ otelLogs: "https://otel:4318,tls=off" }, /unknown item "tls=off"/],
   ];
   for (const [override, re] of cases) {

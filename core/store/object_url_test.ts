@@ -8,7 +8,20 @@ Deno.test("parseS3ObjectUrl: bucket and key of one object", () => {
 });
 
 Deno.test("parseS3ObjectUrl: refuses a prefix, a bucket alone and other schemes", () => {
-  for (const bad of ["s3://b-1/", "s3://b-1", "s3://b-1/dir/", "https://b-1/k", "s3://B/k", ""]) {
+  for (
+    const bad of [
+      "s3://b-1/",
+      "s3://b-1",
+      "s3://b-1/dir/",
+      "https://b-1/k",
+      "s3://B/k",
+      "",
+      "s3://b-1/a//b",
+      "s3://b-1/../k",
+      "s3://b-1/a/./k",
+      "s3://b..1/k",
+    ]
+  ) {
     assert.throws(() => parseS3ObjectUrl(bad), /exact s3:\/\/BUCKET\/KEY/);
   }
 });
