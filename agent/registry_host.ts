@@ -34,10 +34,10 @@ export const REGISTRY_FLAGS = {
   },
   "registry-redirect-min-bytes": {
     type: "string",
-    default: String(REGISTRY_REDIRECT_MIN_BYTES),
+    default: REGISTRY_REDIRECT_MIN_BYTES,
     arg: "N|off",
     help: "\non an S3 bucket, answer a registry GET of a blob of at least N\n" +
-      "bytes (KiB/MiB/GiB suffixes; default 1MiB) with a 307 to a\n" +
+      "bytes (KiB/MiB/GiB suffixes; default {default}) with a 307 to a\n" +
       'presigned URL of its key at the store\'s endpoint; "off" serves\n' +
       "every blob through the registry, verified",
   },
