@@ -5,14 +5,12 @@
  */
 
 import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
-import type { NodeDeployment } from "../../core/bucket/node_record.ts";
-import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
 import { UsageError } from "../../core/kit/errors.ts";
 import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../../core/model/ipv6.ts";
 import { canTrimMalloc, trimMalloc } from "../../ffi/malloc_trim.ts";
 import { Loop } from "../loop.ts";
 import type { FlagSpecs, FlagValues, Part, PartContext } from "../part.ts";
-import { NodeRecordWriter } from "./node_record_writer.ts";
+import { NodeRecordWriter, type NodeRecordWriterOptions } from "./node_record_writer.ts";
 
 /** The node part's flags (its record, and the dataplane's Pod prefix). */
 export const NODE_FLAGS = {
@@ -66,21 +64,9 @@ const MAX_BACKOFF_MS = 30_000;
  */
 const MALLOC_TRIM_MS = 30_000;
 
-/** Options of `nodePart`. */
-export interface NodePartOptions {
+/** Options of `nodePart`: the node record writer's, with the part's context for its store. */
+export interface NodePartOptions extends Omit<NodeRecordWriterOptions, "store"> {
   context: PartContext;
-  nodeGroup: string;
-  nodeId: string;
-  /** `--node-address`. */
-  address?: string;
-  /** `--ipv6-prefix`. */
-  podPrefix?: string;
-  /** The deployments part's summary. */
-  summary(): { indexGeneration?: number; converged: boolean; deployments: NodeDeployment[] };
-  /** With the mesh: the node's endpoints and its Ready Deployments. */
-  discovery?(): { endpoints: EndpointSet; ready: Set<string> } | undefined;
-  /** Why the node cannot do part of its job (one line), or undefined. */
-  problem?(): string | undefined;
 }
 
 /** The node record and malloc-trim loops. */
