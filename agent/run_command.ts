@@ -1,27 +1,10 @@
 /** `podmin-agent run`: the agent composed from its parts (each feature folder exports its own). */
 
 import { bucketUrl, type Command } from "../core/kit/cli_kit.ts";
-import { createLogger } from "../core/kit/log.ts";
 import { openStore } from "../core/store/store_url.ts";
-import { dataplanePart } from "./dataplane/part.ts";
-import { deploymentsPart } from "./deployments/part.ts";
-import { dnsPart } from "./dns/part.ts";
-import { caKeySource } from "./identity/ca_key.ts";
-import { identityPart, telemetryPart } from "./identity/part.ts";
-import { MeshLink, meshPart } from "./mesh/part.ts";
-import { nodePart } from "./node/part.ts";
-import { type AgentEvents, flagOptions, Hub } from "./part.ts";
-import { registryHostPart } from "./registry_host.ts";
+import { flagOptions, type Part } from "./part.ts";
 import { RUN_FLAGS, RUN_HELP, runFlags } from "./run_flags.ts";
-import { secretsPart } from "./secrets/part.ts";
-import { AwsValueProvider } from "./secrets/value_provider.ts";
-import { servicesPart } from "./services/part.ts";
-
-/**
- * The agent's store makes one attempt per operation: its loop is the retry (backoff with jitter),
- * so an outage reaches the status file within one request bound (spec §2.3, §7).
- */
-const AGENT_RETRY = { attempts: 1, baseMs: 100, maxMs: 2000 } as const;
+import { AGENT_RETRY, desiredStateParts, nodeParts, runInputs } from "./run_parts.ts";
 
 const run: Command = {
   name: "run",
@@ -30,111 +13,50 @@ const run: Command = {
   options: flagOptions(RUN_FLAGS),
   async run(ctx) {
     const f = runFlags(ctx);
-    const { cluster, nodeGroup, nodeId, intervalMs, region } = f;
+    const { cluster, nodeGroup, intervalMs, region } = f;
     const store = openStore(bucketUrl(ctx), { region, retry: AGENT_RETRY });
-    const log = createLogger("agent");
-    const context = { store, hub: new Hub<AgentEvents>(), stateDir: f.stateDir, log };
-    const provider = new AwsValueProvider({ region });
-    const caKey = caKeySource({ flag: f.workloadCaKey, provider, cluster });
-    // With the mesh, reads of the deployments index, the services index and the CA state follow
-    // the coordinator's announcements (spec §7.9): an idle cluster's reads are the coordinator's.
-    const link = new MeshLink({ listen: f.meshListen, once: f.once });
-    const services = servicesPart({
-      context,
-      intervalMs,
-      notifier: link.notifier("services"),
-      once: f.once,
-    });
-    const identity = identityPart({
-      context,
-      cluster,
-      nodeId,
-      caKey,
-      notifier: caKey && link.notifier("caState"),
-      services,
-      tlsDir: f.dirs.tlsDir,
-      publish: f.workloadCaPublish,
-      region,
-      retry: AGENT_RETRY,
-      durations: f.identity,
-      contend: link.contender(),
-    });
-    const secrets = secretsPart({
-      cluster,
-      provider,
-      refreshMs: f.secretsIntervalMs,
-      log,
-      ...f.dirs,
-    });
-    const deployments = deploymentsPart({
-      context,
-      nodeGroup,
-      intervalMs,
-      ...f.dirs,
-      secrets: secrets.sync,
-      certificates: identity?.certificates,
-      notifier: link.notifier("index"),
-    });
+    const inputs = runInputs(f, store);
+    const { log } = inputs.context;
+    const first = desiredStateParts(inputs);
+    const { services, identity, deployments } = first;
     if (f.once) {
       await identity?.once?.();
       return await deployments.runOnce(ctx);
     }
-    const registry = registryHostPart({ context, ...f.registry });
-    const telemetry = telemetryPart({
-      context,
-      cluster,
-      nodeGroup,
-      nodeId,
-      ...f.telemetry,
-      region,
-      ca: identity?.ca,
-      retry: AGENT_RETRY,
-    });
-    const dataplane = dataplanePart({
-      context,
-      enabled: f.dataplane,
-      podPrefix: f.node.podPrefix,
-      services,
-      meshSnapshot: () => link.snapshot(),
-    });
-    const mesh = meshPart({
-      context,
-      link,
-      cluster,
-      nodeGroup,
-      nodeId,
-      ...f.mesh,
-      provider,
-      services,
-      intervalMs,
-      caStateMs: identity?.stateRefreshMs,
-    });
-    const node = nodePart({
-      context,
-      nodeGroup,
-      nodeId,
-      ...f.node,
-      summary: () => deployments.summary(),
-      discovery: () => mesh?.mesh.recordExtras(),
-      problem: () => mesh?.mesh.problem(),
-    });
-    const dns = dnsPart({ context, dir: f.dnsDir, services, intervalMs });
-    const loops = [services, deployments, node, identity, dns, dataplane, telemetry];
+    const { registry, telemetry, dataplane, mesh, node, dns } = nodeParts({ ...inputs, ...first });
     registry?.start?.();
     log.info("agent started", { bucket: store.url, cluster, nodeGroup, intervalMs });
-    await services.start?.(); // the first read, before its readers start
-    for (const part of loops.slice(1)) part?.start?.();
-    // The mesh starts after the loops; its events reach them then.
-    await mesh?.start?.();
-    await stopSignal();
-    await registry?.stop?.();
-    await mesh?.stop?.();
-    await Promise.all(loops.map((part) => part?.stop?.()));
+    await serve({
+      registry,
+      mesh,
+      first: services,
+      loops: [deployments, node, identity, dns, dataplane, telemetry],
+    });
     for (const part of [identity, node]) await part?.release?.();
     log.info("agent stopped");
     return 0;
   },
 };
+
+/**
+ * Starts the parts in order (the first Services read before its readers, the loops, then the
+ * mesh, whose events reach the loops once they run), waits for SIGTERM or SIGINT, and stops
+ * them: the registry host (started by the caller), the mesh, then the loops together.
+ */
+async function serve(o: {
+  registry?: Part;
+  mesh?: Part;
+  first: Part;
+  loops: (Part | undefined)[];
+}): Promise<void> {
+  await o.first.start?.();
+  for (const part of o.loops) part?.start?.();
+  await o.mesh?.start?.();
+  await stopSignal();
+  await o.registry?.stop?.();
+  await o.mesh?.stop?.();
+  await Promise.all([o.first, ...o.loops].map((part) => part?.stop?.()));
+}
 
 /** Resolves on the first SIGTERM or SIGINT. */
 function stopSignal(): Promise<void> {

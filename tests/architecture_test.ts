@@ -233,7 +233,7 @@ Deno.test("architecture: no circular import", async () => {
 });
 
 /** The run wiring: `podmin-agent run` composing the parts; the program registers it. */
-const RUN_WIRING = ["agent/run_command.ts", "agent/run_flags.ts"];
+const RUN_WIRING = ["agent/run_command.ts", "agent/run_flags.ts", "agent/run_parts.ts"];
 
 Deno.test("architecture: agent features never import the run wiring", async () => {
   const graph = await importGraph();

@@ -152,6 +152,31 @@ export function parseServiceSnapshot(input: unknown): ServiceSnapshot {
     "serviceCIDR",
     "services",
   ]);
+  const { out, cidr } = parseHeader(doc);
+  const seen: SeenServices = { names: new Set(), vips: new Map(), backends: [] };
+  const services = list("services", doc.services, SNAPSHOT_LIMITS.services);
+  for (const [i, raw] of services.entries()) {
+    out.services.push(parseService({ at: `services[${i}]`, raw, cidr, out, seen }));
+  }
+  for (const [bat, addr] of seen.backends) {
+    if (seen.vips.has(addr)) {
+      throw new ValidationError(
+        `service snapshot: ${bat}: ${formatIpv6(addr)} is the VIP of ${seen.vips.get(addr)}`,
+      );
+    }
+  }
+  return out;
+}
+
+/** What the Services parsed so far claimed: names, VIPs (with their owner) and backends. */
+interface SeenServices {
+  names: Set<string>;
+  vips: Map<bigint, string>;
+  backends: [string, bigint][];
+}
+
+/** Checks apiVersion and kind; returns the snapshot without Services and its parsed CIDR. */
+function parseHeader(doc: Record<string, unknown>): { out: ServiceSnapshot; cidr?: Ipv6Prefix } {
   if (doc.apiVersion !== API_VERSION) {
     throw new ValidationError(
       `service snapshot: unsupported apiVersion ${JSON.stringify(doc.apiVersion)}`,
@@ -179,102 +204,113 @@ export function parseServiceSnapshot(input: unknown): ServiceSnapshot {
     }
     out.serviceCIDR = `${formatIpv6(cidr.network)}/${cidr.length}`;
   }
+  return { out, cidr };
+}
 
-  const names = new Set<string>();
-  const vips = new Map<bigint, string>();
-  const services = list("services", doc.services, SNAPSHOT_LIMITS.services);
-  const allBackends: [string, bigint][] = [];
-  for (const [i, raw] of services.entries()) {
-    const at = `services[${i}]`;
-    const s = fields(at, raw, ["namespace", "name", "vip", "ports", "backends"]);
-    if (!isDnsLabel(s.namespace)) {
-      throw new ValidationError(`service snapshot: ${at}.namespace must be a DNS label`);
-    }
-    if (!isDnsLabel(s.name)) {
-      throw new ValidationError(`service snapshot: ${at}.name must be a DNS label`);
-    }
-    const ref = `${s.namespace}/${s.name}`;
-    if (names.has(ref)) throw new ValidationError(`service snapshot: ${at}: duplicate ${ref}`);
-    names.add(ref);
+/** Validates one Service: unique name, unique VIP inside the CIDR, its ports and backends. */
+function parseService(
+  options: {
+    at: string;
+    raw: unknown;
+    cidr?: Ipv6Prefix;
+    out: ServiceSnapshot;
+    seen: SeenServices;
+  },
+): SnapshotService {
+  const { at, cidr, out, seen } = options;
+  const s = fields(at, options.raw, ["namespace", "name", "vip", "ports", "backends"]);
+  if (!isDnsLabel(s.namespace)) {
+    throw new ValidationError(`service snapshot: ${at}.namespace must be a DNS label`);
+  }
+  if (!isDnsLabel(s.name)) {
+    throw new ValidationError(`service snapshot: ${at}.name must be a DNS label`);
+  }
+  const ref = `${s.namespace}/${s.name}`;
+  if (seen.names.has(ref)) throw new ValidationError(`service snapshot: ${at}: duplicate ${ref}`);
+  seen.names.add(ref);
 
-    const vip = unicast(`${at}.vip`, s.vip);
-    if (cidr && !prefixContains(cidr, vip)) {
-      throw new ValidationError(
-        `service snapshot: ${at}.vip ${formatIpv6(vip)} is outside serviceCIDR ${out.serviceCIDR}`,
-      );
-    }
-    if (vips.has(vip)) {
-      throw new ValidationError(
-        `service snapshot: ${at}.vip ${formatIpv6(vip)} is also the VIP of ${vips.get(vip)}`,
-      );
-    }
-    vips.set(vip, ref);
+  const vip = unicast(`${at}.vip`, s.vip);
+  if (cidr && !prefixContains(cidr, vip)) {
+    throw new ValidationError(
+      `service snapshot: ${at}.vip ${formatIpv6(vip)} is outside serviceCIDR ${out.serviceCIDR}`,
+    );
+  }
+  if (seen.vips.has(vip)) {
+    throw new ValidationError(
+      `service snapshot: ${at}.vip ${formatIpv6(vip)} is also the VIP of ${seen.vips.get(vip)}`,
+    );
+  }
+  seen.vips.set(vip, ref);
+  const ports = parsePorts(at, s.ports);
+  const backends = parseBackends({ at, raw: s.backends, cidr, out, seen });
+  return { namespace: s.namespace, name: s.name, vip: formatIpv6(vip), ports, backends };
+}
 
-    const ports: SnapshotPort[] = [];
-    const seen = new Set<string>();
-    const rawPorts = list(`${at}.ports`, s.ports, SNAPSHOT_LIMITS.portsPerService);
-    if (rawPorts.length === 0) {
-      throw new ValidationError(`service snapshot: ${at}.ports must not be empty`);
+/** Validates a Service's ports: at least one, no duplicate port/protocol, defaults filled. */
+function parsePorts(at: string, raw: unknown): SnapshotPort[] {
+  const ports: SnapshotPort[] = [];
+  const seen = new Set<string>();
+  const rawPorts = list(`${at}.ports`, raw, SNAPSHOT_LIMITS.portsPerService);
+  if (rawPorts.length === 0) {
+    throw new ValidationError(`service snapshot: ${at}.ports must not be empty`);
+  }
+  for (const [j, rp] of rawPorts.entries()) {
+    const pat = `${at}.ports[${j}]`;
+    const p = fields(pat, rp, ["name", "port", "targetPort", "protocol"]);
+    if (p.name !== undefined && !isDnsLabel(p.name)) {
+      throw new ValidationError(`service snapshot: ${pat}.name must be a DNS label`);
     }
-    for (const [j, rp] of rawPorts.entries()) {
-      const pat = `${at}.ports[${j}]`;
-      const p = fields(pat, rp, ["name", "port", "targetPort", "protocol"]);
-      if (p.name !== undefined && !isDnsLabel(p.name)) {
-        throw new ValidationError(`service snapshot: ${pat}.name must be a DNS label`);
-      }
-      const port = portNumber(`${pat}.port`, p.port);
-      const targetPort = p.targetPort === undefined
-        ? port
-        : portNumber(`${pat}.targetPort`, p.targetPort);
-      const protocol = p.protocol ?? "TCP";
-      if (protocol !== "TCP" && protocol !== "UDP") {
-        throw new ValidationError(`service snapshot: ${pat}.protocol must be TCP or UDP`);
-      }
-      const key = `${port}/${protocol}`;
-      if (seen.has(key)) throw new ValidationError(`service snapshot: ${pat}: duplicate ${key}`);
-      seen.add(key);
-      ports.push({
-        ...(p.name !== undefined ? { name: p.name as string } : {}),
-        port,
-        targetPort,
-        protocol,
-      });
+    const port = portNumber(`${pat}.port`, p.port);
+    const targetPort = p.targetPort === undefined
+      ? port
+      : portNumber(`${pat}.targetPort`, p.targetPort);
+    const protocol = p.protocol ?? "TCP";
+    if (protocol !== "TCP" && protocol !== "UDP") {
+      throw new ValidationError(`service snapshot: ${pat}.protocol must be TCP or UDP`);
     }
-
-    const backends: string[] = [];
-    const seenBackends = new Set<bigint>();
-    const rawBackends = list(`${at}.backends`, s.backends, SNAPSHOT_LIMITS.backendsPerService);
-    for (const [j, rb] of rawBackends.entries()) {
-      const bat = `${at}.backends[${j}]`;
-      const addr = unicast(bat, rb);
-      if (cidr && prefixContains(cidr, addr)) {
-        throw new ValidationError(
-          `service snapshot: ${bat}: ${formatIpv6(addr)} is inside serviceCIDR ${out.serviceCIDR}`,
-        );
-      }
-      if (seenBackends.has(addr)) {
-        throw new ValidationError(`service snapshot: ${bat}: duplicate ${formatIpv6(addr)}`);
-      }
-      seenBackends.add(addr);
-      backends.push(formatIpv6(addr));
-      allBackends.push([bat, addr]);
-    }
-    out.services.push({
-      namespace: s.namespace,
-      name: s.name,
-      vip: formatIpv6(vip),
-      ports,
-      backends,
+    const key = `${port}/${protocol}`;
+    if (seen.has(key)) throw new ValidationError(`service snapshot: ${pat}: duplicate ${key}`);
+    seen.add(key);
+    ports.push({
+      ...(p.name !== undefined ? { name: p.name as string } : {}),
+      port,
+      targetPort,
+      protocol,
     });
   }
-  for (const [bat, addr] of allBackends) {
-    if (vips.has(addr)) {
+  return ports;
+}
+
+/** Validates a Service's backends: unicast, outside the CIDR, no duplicates; records them. */
+function parseBackends(
+  options: {
+    at: string;
+    raw: unknown;
+    cidr?: Ipv6Prefix;
+    out: ServiceSnapshot;
+    seen: SeenServices;
+  },
+): string[] {
+  const { at, cidr, out, seen } = options;
+  const backends: string[] = [];
+  const seenBackends = new Set<bigint>();
+  const rawBackends = list(`${at}.backends`, options.raw, SNAPSHOT_LIMITS.backendsPerService);
+  for (const [j, rb] of rawBackends.entries()) {
+    const bat = `${at}.backends[${j}]`;
+    const addr = unicast(bat, rb);
+    if (cidr && prefixContains(cidr, addr)) {
       throw new ValidationError(
-        `service snapshot: ${bat}: ${formatIpv6(addr)} is the VIP of ${vips.get(addr)}`,
+        `service snapshot: ${bat}: ${formatIpv6(addr)} is inside serviceCIDR ${out.serviceCIDR}`,
       );
     }
+    if (seenBackends.has(addr)) {
+      throw new ValidationError(`service snapshot: ${bat}: duplicate ${formatIpv6(addr)}`);
+    }
+    seenBackends.add(addr);
+    backends.push(formatIpv6(addr));
+    seen.backends.push([bat, addr]);
   }
-  return out;
+  return backends;
 }
 
 /**

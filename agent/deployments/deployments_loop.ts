@@ -77,6 +77,12 @@ export interface PassResult {
   unavailable: boolean;
 }
 
+/** An index entry whose spec was read and verified. */
+interface Ready {
+  entry: DeploymentEntry;
+  deployment: Deployment;
+}
+
 /** One agent's deployments loop; call `pass()` repeatedly. */
 export class DeploymentsLoop {
   readonly #options: DeploymentsLoopOptions;
@@ -120,38 +126,20 @@ export class DeploymentsLoop {
       if (status) return { status, unavailable: false };
     }
     this.#idle = undefined;
-    let unavailable = read.unavailable;
     const readFailed = read.error !== undefined;
     if (read.error) errors.push(read.error);
     if (this.#indexError) errors.push(this.#indexError);
     if (!this.#index || readFailed) {
       // No trustworthy desired state this pass: leave the node as it is.
-      return { status: await this.#finish(errors, pending, []), unavailable };
+      return { status: await this.#finish(errors, pending, []), unavailable: read.unavailable };
     }
     if (!this.#indexError) this.#lastSync = new Date().toISOString();
 
     // 2. This NodeGroup's entries and their specs (fetched once per digest).
     const mine = this.#index.deployments.filter((e) => e.nodeGroup === this.#options.nodeGroup);
-    const keep = new Set<string>();
-    const keepRefs = new Set<string>();
-    const ready: { entry: DeploymentEntry; deployment: Deployment }[] = [];
-    for (const entry of mine) {
-      const ref = `${entry.namespace}/${entry.name}`;
-      try {
-        ready.push({ entry, deployment: await this.#spec(entry) });
-      } catch (err) {
-        if (err instanceof UnavailableError) unavailable = true;
-        keep.add(manifestFileName(entry.namespace, entry.name));
-        keepRefs.add(ref);
-        pending.push({ deployment: ref, reason: (err as Error).message });
-        errors.push(`${ref}: ${(err as Error).message}`);
-      }
-    }
-    if (read.changed) {
-      // Keep the spec cache to the digests the index references (once per new index).
-      const live = new Set(this.#index.deployments.map((e) => e.spec));
-      for (const k of this.#specs.keys()) if (!live.has(k)) this.#specs.delete(k);
-    }
+    const specs = await this.#readSpecs(mine, { errors, pending });
+    if (read.changed) this.#pruneSpecCache(this.#index);
+    const { ready, keep } = specs;
 
     // 3. Provider values; a Deployment is written only once its values exist.
     const secrets = await this.#options.secrets.sync(ready.map((r) => r.deployment));
@@ -161,9 +149,76 @@ export class DeploymentsLoop {
     if (identity) errors.push(...identity.errors);
 
     // 4. Render and converge the directory.
+    const desired = this.#render({ ready, keep, pending, secrets, identity });
+    const written = await this.#writeManifests({
+      desired,
+      keep,
+      // Values of Pods that left this node go only after their manifests did.
+      keepValues: new Set([...specs.keepRefs, ...ready.map((r) => refOf(r.entry))]),
+    });
+    errors.push(...written.errors);
+    this.#summary = summarize(mine, pending);
+    const status = await this.#finish(errors, pending, mine.map(refOf), written.onDisk);
+    if (status.converged) {
+      this.#idle = {
+        deployments: ready.map((r) => r.deployment),
+        secretsReady: secrets.ready,
+        identityReady: identity?.ready,
+        status,
+        nextFullScan: now + (this.#options.fullScanMs ?? FULL_SCAN_MS),
+      };
+    }
+    return { status, unavailable: read.unavailable || specs.unavailable };
+  }
+
+  /**
+   * Reads the spec of each entry; an entry whose spec cannot be read keeps its manifest file and
+   * its values (`keep`, `keepRefs`) and is pending, with its error.
+   */
+  async #readSpecs(
+    mine: DeploymentEntry[],
+    into: { errors: string[]; pending: AgentStatus["pending"] },
+  ): Promise<{ ready: Ready[]; keep: Set<string>; keepRefs: Set<string>; unavailable: boolean }> {
+    const keep = new Set<string>();
+    const keepRefs = new Set<string>();
+    const ready: Ready[] = [];
+    let unavailable = false;
+    for (const entry of mine) {
+      const ref = refOf(entry);
+      try {
+        ready.push({ entry, deployment: await this.#spec(entry) });
+      } catch (err) {
+        if (err instanceof UnavailableError) unavailable = true;
+        keep.add(manifestFileName(entry.namespace, entry.name));
+        keepRefs.add(ref);
+        into.pending.push({ deployment: ref, reason: (err as Error).message });
+        into.errors.push(`${ref}: ${(err as Error).message}`);
+      }
+    }
+    return { ready, keep, keepRefs, unavailable };
+  }
+
+  /** Keeps the spec cache to the digests the index references (once per new index). */
+  #pruneSpecCache(index: DeploymentIndex): void {
+    const live = new Set(index.deployments.map((e) => e.spec));
+    for (const k of this.#specs.keys()) if (!live.has(k)) this.#specs.delete(k);
+  }
+
+  /**
+   * The manifest bytes of each ready Deployment whose values and certificate exist; the others
+   * keep their current file (`keep`) and are pending.
+   */
+  #render(options: {
+    ready: Ready[];
+    keep: Set<string>;
+    pending: AgentStatus["pending"];
+    secrets: { ready: Set<string> };
+    identity?: { ready: Set<string> };
+  }): Map<string, Uint8Array> {
+    const { keep, pending, secrets, identity } = options;
     const desired = new Map<string, Uint8Array>();
-    for (const { entry, deployment } of ready) {
-      const ref = `${entry.namespace}/${entry.name}`;
+    for (const { entry, deployment } of options.ready) {
+      const ref = refOf(entry);
       const file = manifestFileName(entry.namespace, entry.name);
       if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
         keep.add(file);
@@ -184,39 +239,7 @@ export class DeploymentsLoop {
       });
       desired.set(file, manifestBytes(pod));
     }
-    const written = await this.#writeManifests({
-      desired,
-      keep,
-      // Values of Pods that left this node go only after their manifests did.
-      keepValues: new Set([
-        ...keepRefs,
-        ...ready.map((r) => `${r.entry.namespace}/${r.entry.name}`),
-      ]),
-    });
-    errors.push(...written.errors);
-    const pendingBy = new Map(pending.map((p) => [p.deployment, p.reason]));
-    this.#summary = mine.map((e) => {
-      const reason = pendingBy.get(`${e.namespace}/${e.name}`);
-      return reason === undefined
-        ? { namespace: e.namespace, name: e.name, spec: e.spec }
-        : { namespace: e.namespace, name: e.name, pending: reason };
-    });
-    const status = await this.#finish(
-      errors,
-      pending,
-      mine.map((e) => `${e.namespace}/${e.name}`),
-      written.onDisk,
-    );
-    if (status.converged) {
-      this.#idle = {
-        deployments: ready.map((r) => r.deployment),
-        secretsReady: secrets.ready,
-        identityReady: identity?.ready,
-        status,
-        nextFullScan: now + (this.#options.fullScanMs ?? FULL_SCAN_MS),
-      };
-    }
-    return { status, unavailable };
+    return desired;
   }
 
   /**
@@ -360,4 +383,20 @@ export class DeploymentsLoop {
 
 function sameSet(a: Set<string>, b: Set<string> | undefined): boolean {
   return b !== undefined && a.size === b.size && [...a].every((x) => b.has(x));
+}
+
+/** `namespace/name` of an index entry. */
+function refOf(e: DeploymentEntry): string {
+  return `${e.namespace}/${e.name}`;
+}
+
+/** This node's Deployments for the node record: written (with their spec) or pending (why). */
+function summarize(mine: DeploymentEntry[], pending: AgentStatus["pending"]): NodeDeployment[] {
+  const pendingBy = new Map(pending.map((p) => [p.deployment, p.reason]));
+  return mine.map((e) => {
+    const reason = pendingBy.get(refOf(e));
+    return reason === undefined
+      ? { namespace: e.namespace, name: e.name, spec: e.spec }
+      : { namespace: e.namespace, name: e.name, pending: reason };
+  });
 }
