@@ -2,8 +2,8 @@
 
 import type { Command, Program } from "../core/kit/cli_kit.ts";
 import { versionLine } from "../core/kit/version.ts";
-import { dataplaneCommands } from "./dataplane/command.ts";
-import { discoveryCommands } from "./discovery/pods_command.ts";
+import { dataplaneCommands } from "./dataplane/dataplane_command.ts";
+import { podsCommands } from "./discovery/pods_command.ts";
 import { registryCommands } from "./registry_command.ts";
 import { runCommands } from "./run_command.ts";
 import { statusCommands } from "./status_command.ts";
@@ -29,7 +29,7 @@ export function programOf(): Program {
       ...statusCommands,
       ...registryCommands,
       ...dataplaneCommands,
-      ...discoveryCommands,
+      ...podsCommands,
       version,
     ],
     defaultCommand: "run",

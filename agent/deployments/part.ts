@@ -10,7 +10,7 @@ import { Loop } from "../loop.ts";
 import { ANNOUNCED_HINT_DELAY_MS, type IndexNotifier } from "../index_notifier.ts";
 import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
-import { DeploymentsLoop } from "./deployments_loop.ts";
+import { DeploymentsPass } from "./deployments_pass.ts";
 import { type AgentStatus, writeStatus } from "./status.ts";
 
 /** The deployments part's flags. */
@@ -53,7 +53,7 @@ export interface DeploymentsPart extends Part {
 export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
   const { store, hub, stateDir, log } = o.context;
   const { notifier } = o;
-  const deployments = new DeploymentsLoop({
+  const deployments = new DeploymentsPass({
     store,
     nodeGroup: o.nodeGroup,
     shouldReadIndex: notifier && ((held) => notifier.shouldRead(held)),

@@ -70,4 +70,4 @@ Example:
 };
 
 /** The agent's discovery commands. */
-export const discoveryCommands: Command[] = [pods];
+export const podsCommands: Command[] = [pods];

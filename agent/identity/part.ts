@@ -20,7 +20,7 @@ import { type CaKeySource, parseCaKeyFlag } from "./ca_key.ts";
 import { CaView } from "./ca_view.ts";
 import { IDENTITY_DEFAULTS, identityCaLoop } from "./identity_loop.ts";
 import { PodCertificates } from "./pod_certificates.ts";
-import { TelemetryIdentity, type TelemetryStatus } from "./telemetry.ts";
+import { TelemetryIdentity, type TelemetryStatus } from "./telemetry_identity.ts";
 
 /** The telemetry part's flags. */
 export const TELEMETRY_FLAGS = {

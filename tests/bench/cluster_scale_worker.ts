@@ -3,7 +3,7 @@
  * `podmin-agent run`'s wiring (agent/run_command.ts) with the product's own pieces, minus what
  * needs a real node: a `MeshNode` (real TLS 1.3 mutual gRPC, cluster-CA node certificate, the
  * coordinator lease, announcers of the deployments index, the services index and the CA state),
- * the deployments loop (`DeploymentsLoop` gated by an `IndexNotifier`, manifests on tmpfs), a
+ * the deployments loop (`DeploymentsPass` gated by an `IndexNotifier`, manifests on tmpfs), a
  * gated `ServicesView`, a `SecretsSync` through the real `AwsValueProvider`, the identity-ca loop
  * (only the coordinator and disconnected agents contend) and the node record writer. Left out:
  * status files, the registry, telemetry, DNS, the dataplane, kubelet's Pods API (reports carry no
@@ -17,7 +17,7 @@
  */
 
 import * as path from "node:path";
-import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import type { AgentStatus } from "../../agent/deployments/status.ts";
 import { fileCaKey } from "../../agent/identity/ca_key.ts";
 import { IDENTITY_DEFAULTS, identityCaLoop } from "../../agent/identity/identity_loop.ts";
@@ -160,7 +160,7 @@ class SimAgent {
       intervalMs: config.pollMs,
       gate: servicesNotifier && ((held) => servicesNotifier.shouldRead(held)),
     });
-    const deployments = new DeploymentsLoop({
+    const deployments = new DeploymentsPass({
       store,
       nodeGroup,
       shouldReadIndex: notifier && ((held) => notifier.shouldRead(held)),

@@ -16,7 +16,7 @@
  */
 
 import * as path from "node:path";
-import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources } from "../../cli/desired_state.ts";
@@ -155,7 +155,7 @@ try {
   await applyResources({ store: bigStore, resources });
   const indexBytes = (await bigStore.head("deployments/index.json")).size;
   const counted = counting(bigStore);
-  const loop = new DeploymentsLoop({
+  const loop = new DeploymentsPass({
     store: counted.store,
     nodeGroup: "workers",
     manifestDir: path.join(tmp, "idle", "manifests"),

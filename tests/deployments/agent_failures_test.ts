@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources } from "../../cli/desired_state.ts";
@@ -35,7 +35,7 @@ const deployment = (name: string, secrets?: { key: string }[]) =>
 
 function node(tmp: string, secretsDir = path.join(tmp, "secrets")) {
   const store = new FsStore({ root: path.join(tmp, "bucket"), durable: false });
-  const loop = new DeploymentsLoop({
+  const loop = new DeploymentsPass({
     store,
     nodeGroup: "workers",
     manifestDir: path.join(tmp, "manifests"),

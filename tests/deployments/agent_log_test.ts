@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { createLogger } from "../../core/kit/log.ts";
@@ -31,7 +31,7 @@ Deno.test("agent log: an outage whose error alternates is logged once, not once 
       requestTimeoutMs: 2_000,
       retry: { attempts: 1, baseMs: 10, maxMs: 20 },
     });
-    const loop = new DeploymentsLoop({
+    const loop = new DeploymentsPass({
       store,
       nodeGroup: "workers",
       manifestDir: path.join(tmp, "manifests"),

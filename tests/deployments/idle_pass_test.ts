@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources } from "../../cli/desired_state.ts";
@@ -40,7 +40,7 @@ Deno.test("agent: an idle pass reads no spec and no manifest; the full scan repa
     let clock = 1_000_000;
     const store = new CountingStore({ root: path.join(tmp, "bucket"), durable: false });
     const manifests = path.join(tmp, "manifests");
-    const loop = new DeploymentsLoop({
+    const loop = new DeploymentsPass({
       store,
       nodeGroup: "workers",
       manifestDir: manifests,

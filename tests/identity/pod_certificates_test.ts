@@ -9,7 +9,7 @@
 import { workerDeployment } from "../support/fixtures.ts";
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import { type CaKeySource, fileCaKey } from "../../agent/identity/ca_key.ts";
 import { PodCertificates, TLS_FILES } from "../../agent/identity/pod_certificates.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
@@ -95,9 +95,9 @@ function certificates(n: { store: FsStore; tlsDir: string }, caKey: CaKeySource)
 function loopWith(
   n: { store: FsStore; disk: string; shm: string },
   identity: PodCertificates,
-): DeploymentsLoop {
+): DeploymentsPass {
   const noValues: ValueProvider = { fetch: () => Promise.reject(new Error("no values here")) };
-  return new DeploymentsLoop({
+  return new DeploymentsPass({
     store: n.store,
     nodeGroup: "workers",
     manifestDir: path.join(n.disk, "manifests"),

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { fileCaKey } from "../../agent/identity/ca_key.ts";
 import { CaView } from "../../agent/identity/ca_view.ts";
 import { TLS_FILES } from "../../agent/identity/pod_certificates.ts";
-import { TelemetryIdentity } from "../../agent/identity/telemetry.ts";
+import { TelemetryIdentity } from "../../agent/identity/telemetry_identity.ts";
 import {
   certificatesPem,
   generateKeyPair,

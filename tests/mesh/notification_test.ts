@@ -9,7 +9,7 @@
 import { workerDeployment } from "../support/fixtures.ts";
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import { Loop } from "../../agent/loop.ts";
 import { IndexNotifier } from "../../agent/index_notifier.ts";
 import { etagPoller, indexPoller } from "../../agent/mesh/index_poller.ts";
@@ -77,7 +77,7 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
       gate: (held) => servicesNotifier.shouldRead(held),
     });
     const base = path.join(tmp, `node-${i}`);
-    const deployments = new DeploymentsLoop({
+    const deployments = new DeploymentsPass({
       store: counting.store,
       nodeGroup: "workers",
       manifestDir: path.join(base, "manifests"),

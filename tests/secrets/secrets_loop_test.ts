@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsLoop } from "../../agent/deployments/deployments_loop.ts";
+import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import { SecretsSync, VERIFY_MS } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
 import { applyResources, deleteResource } from "../../cli/desired_state.ts";
@@ -39,7 +39,7 @@ Deno.test("secrets loop [moto]: generations swap atomically on change; failures 
 
     const secretsDir = path.join(tmp, "secrets");
     const manifests = path.join(tmp, "manifests");
-    const loop = new DeploymentsLoop({
+    const loop = new DeploymentsPass({
       store,
       nodeGroup: "workers",
       manifestDir: manifests,

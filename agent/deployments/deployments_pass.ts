@@ -1,6 +1,6 @@
 /**
- * The deployments loop: converges the static Pod directory to this
- * NodeGroup's Deployments in `deployments/index.json`.
+ * The deployments pass: each `pass()` converges the static Pod directory once to this
+ * NodeGroup's Deployments in `deployments/index.json` (`deploymentsPart` runs it in a `Loop`).
  *
  * Input: the index (polled with If-None-Match) and the specs it references
  * (fetched once per digest, verified). Effect: owned manifest files, value
@@ -30,8 +30,8 @@ import type { PodCertificates } from "../identity/pod_certificates.ts";
 import { manifestBytes, manifestFileName, renderStaticPod } from "./static_pod.ts";
 import type { AgentStatus } from "./status.ts";
 
-/** Options of `DeploymentsLoop`. */
-export interface DeploymentsLoopOptions {
+/** Options of `DeploymentsPass`. */
+export interface DeploymentsPassOptions {
   store: ObjectStore;
   nodeGroup: string;
   manifestDir: string;
@@ -83,9 +83,9 @@ interface Ready {
   deployment: Deployment;
 }
 
-/** One agent's deployments loop; call `pass()` repeatedly. */
-export class DeploymentsLoop {
-  readonly #options: DeploymentsLoopOptions;
+/** One agent's deployments passes: each `pass()` call is one; the caller repeats it. */
+export class DeploymentsPass {
+  readonly #options: DeploymentsPassOptions;
   readonly #dir: ManifestDir;
   #etag?: string;
   #index?: DeploymentIndex;
@@ -97,13 +97,13 @@ export class DeploymentsLoop {
   #summary: NodeDeployment[] = [];
   #idle?: IdleState;
 
-  constructor(options: DeploymentsLoopOptions) {
+  constructor(options: DeploymentsPassOptions) {
     this.#options = options;
     this.#dir = new ManifestDir(options.manifestDir);
     this.#problems = new ErrorLog({ log: options.log });
   }
 
-  /** The ETag of the index the loop holds (undefined: none, or the index is absent). */
+  /** The ETag of the index held (undefined: none, or the index is absent). */
   get indexEtag(): string | undefined {
     return this.#etag;
   }
