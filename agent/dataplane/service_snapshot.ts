@@ -175,6 +175,17 @@ interface SeenServices {
   backends: [string, bigint][];
 }
 
+/** One field of a Service being parsed, with what the snapshot around it holds. */
+interface ServiceField {
+  /** Where it is, for errors (e.g. `services[3]`). */
+  at: string;
+  raw: unknown;
+  cidr?: Ipv6Prefix;
+  /** The snapshot so far (its `serviceCIDR` for errors). */
+  out: ServiceSnapshot;
+  seen: SeenServices;
+}
+
 /** Checks apiVersion and kind; returns the snapshot without Services and its parsed CIDR. */
 function parseHeader(doc: Record<string, unknown>): { out: ServiceSnapshot; cidr?: Ipv6Prefix } {
   if (doc.apiVersion !== API_VERSION) {
@@ -209,13 +220,7 @@ function parseHeader(doc: Record<string, unknown>): { out: ServiceSnapshot; cidr
 
 /** Validates one Service: unique name, unique VIP inside the CIDR, its ports and backends. */
 function parseService(
-  options: {
-    at: string;
-    raw: unknown;
-    cidr?: Ipv6Prefix;
-    out: ServiceSnapshot;
-    seen: SeenServices;
-  },
+  options: ServiceField,
 ): SnapshotService {
   const { at, cidr, out, seen } = options;
   const s = fields(at, options.raw, ["namespace", "name", "vip", "ports", "backends"]);
@@ -283,13 +288,7 @@ function parsePorts(at: string, raw: unknown): SnapshotPort[] {
 
 /** Validates a Service's backends: unicast, outside the CIDR, no duplicates; records them. */
 function parseBackends(
-  options: {
-    at: string;
-    raw: unknown;
-    cidr?: Ipv6Prefix;
-    out: ServiceSnapshot;
-    seen: SeenServices;
-  },
+  options: ServiceField,
 ): string[] {
   const { at, cidr, out, seen } = options;
   const backends: string[] = [];

@@ -23,6 +23,7 @@ import {
   identityUri,
   importPrivateKeyPem,
   issueLeaf,
+  type LeafIdentity,
   LIFETIMES,
   parseCertificatesPem,
   privateKeyPem,
@@ -278,9 +279,8 @@ export class PodCertificates {
     const { ref, dir, issuer, now } = options;
     const [namespace, name] = ref.split("/");
     const active = issuer.checked.active!;
-    const leafKeys = await generateKeyPair();
-    const certificate = await issueLeaf({
-      ca: { certificate: active.certificate, privateKey: issuer.key.privateKey },
+    const { certificate, keyPem } = await issueWithActive({
+      issuer,
       identity: {
         profile: "pod",
         cluster: this.#o.cluster,
@@ -288,14 +288,13 @@ export class PodCertificates {
         name,
         dnsNames: options.dnsNames,
       },
-      publicKey: leafKeys.publicKey,
       now,
-      lifetimeMs: this.#o.lifetimeMs ?? LIFETIMES.leafMs,
+      lifetimeMs: this.#o.lifetimeMs,
     });
     return await this.#write(ref, dir, {
       generation: "",
       certificate,
-      keyPem: await privateKeyPem(leafKeys.privateKey),
+      keyPem,
       bundlePem: issuer.bundlePem,
       renewAt: renewAt(certificate),
       issuerFingerprint: active.entry.fingerprint,
@@ -303,20 +302,51 @@ export class PodCertificates {
   }
 
   async #write(ref: string, dir: string, next: Current): Promise<Current> {
-    const enc = new TextEncoder();
-    await writeGeneration(
-      dir,
-      new Map([
-        [TLS_FILES.cert, enc.encode(certificatesPem([next.certificate]))],
-        [TLS_FILES.key, enc.encode(next.keyPem)],
-        [TLS_FILES.ca, enc.encode(next.bundlePem)],
-      ]),
-    );
+    await writeTlsFiles(dir, next);
     const generation = path.basename(await Deno.readLink(path.join(dir, "..data")));
     const current = { ...next, generation };
     this.#current.set(ref, current);
     return current;
   }
+}
+
+/** A workload CA state that can sign: its active certificate and the key. */
+type SigningIssuer = Exclude<Issuer, { error: string }>;
+
+/** A new key and a leaf certificate for `identity`, signed by the issuer's active certificate. */
+export async function issueWithActive(options: {
+  issuer: SigningIssuer;
+  identity: LeafIdentity;
+  now: Date;
+  /** Default `LIFETIMES.leafMs`. */
+  lifetimeMs?: number;
+}): Promise<{ certificate: X509Certificate; keyPem: string }> {
+  const { issuer } = options;
+  const keys = await generateKeyPair();
+  const certificate = await issueLeaf({
+    ca: { certificate: issuer.checked.active!.certificate, privateKey: issuer.key.privateKey },
+    identity: options.identity,
+    publicKey: keys.publicKey,
+    now: options.now,
+    lifetimeMs: options.lifetimeMs ?? LIFETIMES.leafMs,
+  });
+  return { certificate, keyPem: await privateKeyPem(keys.privateKey) };
+}
+
+/** Writes `tls.crt`, `tls.key` and `ca.crt` as one generation under `dir`; false: unchanged. */
+export async function writeTlsFiles(
+  dir: string,
+  files: { certificate: X509Certificate; keyPem: string; bundlePem: string },
+): Promise<boolean> {
+  const enc = new TextEncoder();
+  return await writeGeneration(
+    dir,
+    new Map([
+      [TLS_FILES.cert, enc.encode(certificatesPem([files.certificate]))],
+      [TLS_FILES.key, enc.encode(files.keyPem)],
+      [TLS_FILES.ca, enc.encode(files.bundlePem)],
+    ]),
+  );
 }
 
 /**

@@ -15,14 +15,9 @@
 import * as path from "node:path";
 import {
   caProblems,
-  certificatesPem,
-  generateKeyPair,
   identityUri,
   importPrivateKeyPem,
-  issueLeaf,
-  LIFETIMES,
   parseCertificatesPem,
-  privateKeyPem,
   validateLeaf,
 } from "../../core/crypto/certificates.ts";
 import type { Logger } from "../../core/kit/log.ts";
@@ -30,7 +25,7 @@ import type { ObjectStore } from "../../core/store/object_store.ts";
 import { readGeneration, repairLayout, writeGeneration } from "../pod_generations.ts";
 import { PolledObject } from "../polled_object.ts";
 import type { CaView, Issuer } from "./ca_view.ts";
-import { renewAt, TLS_FILES } from "./pod_certificates.ts";
+import { issueWithActive, renewAt, TLS_FILES, writeTlsFiles } from "./pod_certificates.ts";
 
 /** Largest accepted OTel CA bundle. */
 const OTEL_CA_MAX_BYTES = 256 * 1024;
@@ -221,23 +216,13 @@ export class TelemetryIdentity {
   }): Promise<{ swapped: boolean; status: NonNullable<TelemetryStatus["client"]> }> {
     const { dir, issuer, identity, now, reason, notAfter, errors } = o;
     try {
-      const keys = await generateKeyPair();
-      const cert = await issueLeaf({
-        ca: { certificate: issuer.checked.active!.certificate, privateKey: issuer.key.privateKey },
+      const { certificate: cert, keyPem } = await issueWithActive({
+        issuer,
         identity,
-        publicKey: keys.publicKey,
         now,
-        lifetimeMs: this.#o.lifetimeMs ?? LIFETIMES.leafMs,
+        lifetimeMs: this.#o.lifetimeMs,
       });
-      const enc = new TextEncoder();
-      await writeGeneration(
-        dir,
-        new Map([
-          [TLS_FILES.cert, enc.encode(certificatesPem([cert]))],
-          [TLS_FILES.key, enc.encode(await privateKeyPem(keys.privateKey))],
-          [TLS_FILES.ca, enc.encode(issuer.bundlePem)],
-        ]),
-      );
+      await writeTlsFiles(dir, { certificate: cert, keyPem, bundlePem: issuer.bundlePem });
       this.#o.log.info("fluent bit identity issued", { reason, notAfter: cert.notAfter });
       return {
         swapped: true,

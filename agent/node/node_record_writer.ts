@@ -20,9 +20,11 @@ export interface NodeRecordWriterOptions {
   store: ObjectStore;
   nodeGroup: string;
   nodeId: string;
+  /** `--node-address`. */
   address?: string;
+  /** `--ipv6-prefix`. */
   podPrefix?: string;
-  /** The node's current convergence (the deployments loop's summary and status). */
+  /** The node's current convergence (the deployments part's summary and status). */
   summary(): { indexGeneration?: number; converged: boolean; deployments: NodeDeployment[] };
   /** With discovery: the node's endpoints and its Ready Deployments (`namespace/name`). */
   discovery?(): { endpoints: EndpointSet; ready: Set<string> } | undefined;
