@@ -63,6 +63,14 @@ export function endCall(call: CoordinatorStream, details: string): void {
 /** The client class of the service. */
 export const MeshClient = grpc.makeGenericClientConstructor(MESH_SERVICE, "Mesh");
 
+/**
+ * How long a mesh channel without a call keeps its session (grpc-js's default is 30 min). Below
+ * any peer's idle handling — Podmin's servers have none (no `grpc.max_connection_idle_ms`, no
+ * `grpc.max_connection_age_ms`: each would send a GOAWAY) — so a client retires its idle
+ * sessions itself and never holds one a peer's GOAWAY could reach (denoland/deno#36788).
+ */
+export const MESH_CLIENT_IDLE_MS = 10_000;
+
 /** Channel options of every mesh client and server: keepalives (half-open streams end), sizes. */
 export const MESH_CHANNEL_OPTIONS: grpc.ChannelOptions = {
   "grpc.keepalive_time_ms": 10_000,
@@ -70,4 +78,5 @@ export const MESH_CHANNEL_OPTIONS: grpc.ChannelOptions = {
   "grpc.keepalive_permit_without_calls": 1,
   "grpc.max_receive_message_length": MESH_MAX_MESSAGE_BYTES,
   "grpc.max_send_message_length": MESH_MAX_MESSAGE_BYTES,
+  "grpc.client_idle_timeout_ms": MESH_CLIENT_IDLE_MS,
 };
