@@ -19,7 +19,7 @@ import { MeshMember } from "./member.ts";
 import {
   type CoordinatorStream,
   endCall,
-  MESH_CHANNEL_OPTIONS,
+  MESH_SERVER_OPTIONS,
   MESH_SERVICE,
 } from "./mesh_service.ts";
 import { MeshServer } from "./mesh_server.ts";
@@ -201,7 +201,7 @@ export class MeshNode {
   }
 
   async #bind(): Promise<void> {
-    const server = new grpc.Server(MESH_CHANNEL_OPTIONS);
+    const server = new grpc.Server(MESH_SERVER_OPTIONS);
     server.addService(MESH_SERVICE, {
       exchange: (call: CoordinatorStream) => {
         const peer = peerNodeId(call.getAuthContext()?.sslPeerCertificate, this.#o.cluster);
@@ -239,6 +239,8 @@ export class MeshNode {
         this.#coordinator = new Coordinator({
           term: step.term!,
           graceMs: this.#o.graceMs,
+          // Three heartbeats without a report: the member is gone or stalled.
+          silenceMs: 3 * (this.#o.heartbeatMs ?? 5_000),
           announce: this.#o.announce,
           pollMs: this.#o.pollMs,
           log: this.#o.log,

@@ -12,6 +12,9 @@ import * as net from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { UsageError } from "../../core/kit/errors.ts";
 
+/** Idle time before TCP keepalive probes start on a mesh connection. */
+const TCP_KEEPALIVE_MS = 30_000;
+
 /** Host and port of a listen address: `HOST:PORT`, `[IPv6]:PORT` (port 0: any free port). */
 export function parseListenAddress(address: string): { host: string; port: number } {
   const m = /^\[([0-9A-Fa-f:.]+)\]:(\d{1,5})$/.exec(address) ??
@@ -49,6 +52,8 @@ export class MeshServer {
         return;
       }
       this.#sockets.add(socket);
+      // A dead peer's connection ends by TCP keepalive (the server sends no HTTP/2 pings).
+      socket.setKeepAlive(true, TCP_KEEPALIVE_MS);
       socket.on("close", () => {
         this.#sockets.delete(socket);
         for (const wake of [...this.#onClose]) wake();

@@ -71,12 +71,23 @@ export const MeshClient = grpc.makeGenericClientConstructor(MESH_SERVICE, "Mesh"
  */
 export const MESH_CLIENT_IDLE_MS = 10_000;
 
-/** Channel options of every mesh client and server: keepalives (half-open streams end), sizes. */
+/** Options of the mesh's server: sizes only. */
+export const MESH_SERVER_OPTIONS: grpc.ChannelOptions = {
+  "grpc.max_receive_message_length": MESH_MAX_MESSAGE_BYTES,
+  "grpc.max_send_message_length": MESH_MAX_MESSAGE_BYTES,
+  // No keepalive pings from the server: grpc-js ends the session of a peer that missed one with
+  // a GOAWAY, and a member whose event loop stalled for 5 s is alive. A silent member's stream is
+  // the coordinator's to end (`silenceMs`); a dead peer's TCP connection closes by TCP keepalive.
+};
+
+/**
+ * Channel options of every mesh client: keepalives (a half-open stream ends: the client closes
+ * its own session, which no server aborts on), sizes, the idle timeout.
+ */
 export const MESH_CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  ...MESH_SERVER_OPTIONS,
   "grpc.keepalive_time_ms": 10_000,
   "grpc.keepalive_timeout_ms": 5_000,
   "grpc.keepalive_permit_without_calls": 1,
-  "grpc.max_receive_message_length": MESH_MAX_MESSAGE_BYTES,
-  "grpc.max_send_message_length": MESH_MAX_MESSAGE_BYTES,
   "grpc.client_idle_timeout_ms": MESH_CLIENT_IDLE_MS,
 };

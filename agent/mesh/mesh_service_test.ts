@@ -3,6 +3,7 @@ import { Buffer } from "node:buffer";
 import {
   MESH_CHANNEL_OPTIONS,
   MESH_CLIENT_IDLE_MS,
+  MESH_SERVER_OPTIONS,
   MESH_SERVICE,
   Serialized,
 } from "./mesh_service.ts";
@@ -24,5 +25,8 @@ Deno.test("mesh service: clients retire idle sessions; nothing enables a server'
   assert.ok(MESH_CLIENT_IDLE_MS < 30 * 60_000, "not above grpc-js's default of 30 min");
   for (const option of ["grpc.max_connection_idle_ms", "grpc.max_connection_age_ms"]) {
     assert.equal(MESH_CHANNEL_OPTIONS[option], undefined, `${option} sends a GOAWAY`);
+    assert.equal(MESH_SERVER_OPTIONS[option], undefined, `${option} sends a GOAWAY`);
   }
+  // A grpc-js server ends the session of a peer that missed a keepalive ping with a GOAWAY.
+  assert.equal(MESH_SERVER_OPTIONS["grpc.keepalive_time_ms"], undefined);
 });

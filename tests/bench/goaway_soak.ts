@@ -154,6 +154,14 @@ const takeover: Record<Ending, number[]> = { stop: [], crash: [], kill: [] };
 let cycles = 0;
 let stalls = 0;
 const t0 = performance.now();
+// Interrupted: the node processes go too.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  Deno.addSignalListener(signal, () => {
+    stopping = true;
+    for (const n of live()) n.child.kill("SIGKILL");
+    Deno.exit(130);
+  });
+}
 for (let i = 0; i < nodeCount; i++) await spawn(`node-${i}`);
 console.log(
   `goaway soak: ${nodeCount} nodes, lease ${leaseMs} ms, for ${
