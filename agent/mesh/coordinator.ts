@@ -6,7 +6,8 @@
  *
  * A member's report is accepted only from the node its verified certificate names. A member whose
  * stream ends keeps its endpoints for `graceMs` (a reconnect in between changes nothing); after
- * that its endpoints leave the snapshot (a node that never comes back).
+ * that its endpoints leave the snapshot (a node that never comes back). A stream without a report
+ * for `silenceMs` is ended with a status (the server sends no keepalive pings: spec §7.9).
  */
 
 import { Loop } from "../loop.ts";

@@ -261,7 +261,7 @@ const CASES: GoawayCase[] = [
     },
   },
   {
-    name: "open stream: graceful GOAWAY(NO_ERROR, 1), the call ended later",
+    name: "grpc-js tryShutdown: GOAWAY(NO_ERROR, 1) on the open stream, the call ended later",
     run: async (c, s) => {
       await answered(c, s);
       c.send(goaway(s, ErrorCode.NO_ERROR));
@@ -316,6 +316,18 @@ const CASES: GoawayCase[] = [
     run: async (c, s) => {
       await answered(c, s);
       c.send(goaway(s, ErrorCode.NO_ERROR), rstStream(s, ErrorCode.CANCEL));
+      c.socket.end();
+    },
+  },
+  {
+    name:
+      "grpc-js drain(port, grace): GOAWAY(NO_ERROR, 1), after the grace RST_STREAM(CANCEL), close",
+    run: async (c, s) => {
+      await answered(c, s);
+      c.send(goaway(s, ErrorCode.NO_ERROR));
+      const reports = c.received(FrameType.DATA).length;
+      await c.until("a report after the GOAWAY", () => c.received(FrameType.DATA).length > reports);
+      c.send(rstStream(s, ErrorCode.CANCEL));
       c.socket.end();
     },
   },
