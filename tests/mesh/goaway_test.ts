@@ -11,10 +11,13 @@
  *   stream open, refusing it, right after resetting it, the orderings grpc-js servers produce —
  *   and connects again (an abort would be its exit code or signal, printed in the matrix);
  * - a member retires its session the moment its stream ends, before it even reads where to
- *   reconnect: no session of a member sits idle for a peer's GOAWAY to reach.
+ *   reconnect: no session of a member sits idle for a peer's GOAWAY to reach; so does the agent's
+ *   kubelet Pods API watch (each watch on its own connection, closed when the watch ends).
  */
 
 import assert from "node:assert/strict";
+import * as path from "node:path";
+import { PodsWatch } from "../../agent/discovery/pods_api.ts";
 import { MeshMember } from "../../agent/mesh/member.ts";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";
 import { MESH_CLIENT_IDLE_MS } from "../../agent/mesh/mesh_service.ts";
@@ -445,5 +448,28 @@ Deno.test("mesh: a member retires its session when its stream ends, before it lo
     release();
     member.stop();
     await server.close();
+  }
+});
+
+Deno.test("pods api: each watch runs on its own connection, closed when the watch ends", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "podmin-pods-goaway-" });
+  const socket = path.join(dir, "pods.sock");
+  const server = await RawH2Server.listenUnix(socket);
+  const watch = new PodsWatch({ socket, onChange: () => {}, maxBackoffMs: 200 });
+  watch.start();
+  try {
+    const first = await server.connection(0);
+    const s = first.streams[0];
+    first.respond(s);
+    first.send(first.trailers(s, UNAVAILABLE, "kubelet restarting"));
+    // The ended watch's session is closed (kept, a GOAWAY of kubelet's could reach it) ...
+    await first.closed();
+    // ... and the next watch comes on a new connection.
+    const second = await server.connection(1);
+    assert.equal(second.closedAt, undefined);
+  } finally {
+    watch.stop();
+    await server.close();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 });

@@ -8,8 +8,8 @@
  */
 
 import { Buffer } from "node:buffer";
+import * as net from "node:net";
 import * as tls from "node:tls";
-import type { AddressInfo } from "node:net";
 import {
   CLIENT_PREFACE,
   data,
@@ -38,7 +38,7 @@ export interface RecordedFrame extends Frame {
 
 /** One HTTP/2 connection: frames in (recorded), frames out (by hand), its end. */
 export class RawConnection {
-  readonly socket: tls.TLSSocket;
+  readonly socket: net.Socket;
   readonly frames: RecordedFrame[] = [];
   /** Client streams opened on this connection (a server's view). */
   readonly streams: number[] = [];
@@ -50,7 +50,7 @@ export class RawConnection {
   readonly #waiters = new Set<() => void>();
   #pingAcks = true;
 
-  constructor(socket: tls.TLSSocket, role: "server" | "client") {
+  constructor(socket: net.Socket, role: "server" | "client") {
     this.socket = socket;
     this.#reader = new FrameReader({ preface: role === "server" });
     socket.on("data", (chunk: Buffer) => this.#receive(chunk));
@@ -153,15 +153,18 @@ export class RawConnection {
   }
 }
 
-/** A raw HTTP/2 server over TLS 1.3 (client certificates of the same CA required). */
+/**
+ * A raw HTTP/2 server: over TLS 1.3 (client certificates of the same CA required), or cleartext
+ * (h2c with prior knowledge, as gRPC speaks it) on a unix socket.
+ */
 export class RawH2Server {
-  readonly #server: tls.Server;
+  readonly #server: net.Server;
   readonly connections: RawConnection[] = [];
   readonly #waiters = new Set<() => void>();
 
-  private constructor(server: tls.Server) {
+  private constructor(server: net.Server, event: "secureConnection" | "connection") {
     this.#server = server;
-    server.on("secureConnection", (socket: tls.TLSSocket) => {
+    server.on(event, (socket: net.Socket) => {
       const c = new RawConnection(socket, "server");
       c.send(settings());
       this.connections.push(c);
@@ -185,12 +188,22 @@ export class RawH2Server {
       server.once("error", reject);
       server.listen(0, "127.0.0.1", () => resolve());
     });
-    return new RawH2Server(server);
+    return new RawH2Server(server, "secureConnection");
   }
 
-  /** The bound port. */
+  /** Listens on the unix socket `path`, cleartext. */
+  static async listenUnix(path: string): Promise<RawH2Server> {
+    const server = net.createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(path, () => resolve());
+    });
+    return new RawH2Server(server, "connection");
+  }
+
+  /** The bound port (TCP). */
   get port(): number {
-    return (this.#server.address() as AddressInfo).port;
+    return (this.#server.address() as net.AddressInfo).port;
   }
 
   /** The `n`th connection (0-based), once it is made and its first stream opened. */
