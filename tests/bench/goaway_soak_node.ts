@@ -25,7 +25,7 @@ export interface SoakNodeConfig {
 
 if (import.meta.main) {
   // Asked to end before the node started: nothing to close yet.
-  let node: MeshNode | undefined;
+  let node: MeshNode | undefined = undefined;
   Deno.addSignalListener("SIGTERM", async () => {
     await node?.stop();
     Deno.exit(0);
