@@ -137,7 +137,6 @@ export class PodsWatch {
   start(): void {
     if (!this.#stopped) return;
     this.#stopped = false;
-    this.#client = new PodsApiClient(this.#o.socket);
     this.#connect();
   }
 
@@ -151,9 +150,13 @@ export class PodsWatch {
   #connect(): void {
     if (this.#stopped) return;
     this.#pending = new Map();
-    this.#call = this.#client!.watch({
+    // A channel per watch, closed when the watch ends: no session with ended streams stays open
+    // for a GOAWAY of kubelet's to reach (Deno's HTTP/2 client can abort on one: spec §7.9).
+    const client = this.#client = new PodsApiClient(this.#o.socket);
+    this.#call = client.watch({
       onEvent: (e) => this.#event(e),
       onEnd: (err) => {
+        client.close();
         if (this.#stopped) return;
         const previous = this.#lastError;
         this.#lastError = err ? err.message : "stream ended";

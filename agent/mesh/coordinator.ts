@@ -6,7 +6,8 @@
  *
  * A member's report is accepted only from the node its verified certificate names. A member whose
  * stream ends keeps its endpoints for `graceMs` (a reconnect in between changes nothing); after
- * that its endpoints leave the snapshot (a node that never comes back).
+ * that its endpoints leave the snapshot (a node that never comes back). A stream without a report
+ * for `silenceMs` is ended with a status (the server sends no keepalive pings: spec §7.9).
  */
 
 import { Loop } from "../loop.ts";
@@ -29,6 +30,12 @@ export interface CoordinatorOptions {
   term: number;
   /** How long a disconnected member's endpoints stay (default 10 s). */
   graceMs?: number;
+  /**
+   * A member stream without a report for this long is ended with UNAVAILABLE (default 15 s: three
+   * heartbeats). It replaces the server's HTTP/2 keepalive, which ends a silent peer's session
+   * with a GOAWAY (spec §7.9).
+   */
+  silenceMs?: number;
   /** Coalescing delay of broadcasts (default 20 ms). */
   coalesceMs?: number;
   /**
@@ -154,7 +161,16 @@ export class Coordinator {
       return;
     }
     let joined = false;
+    // A one-shot deadline re-armed by every report, not a periodic pass: no Loop.
+    let silence: ReturnType<typeof setTimeout> | undefined;
+    const listen = () => {
+      clearTimeout(silence);
+      const ms = this.#o.silenceMs ?? 15_000;
+      silence = setTimeout(() => endCall(stream, `no report for ${ms} ms`), ms);
+    };
+    listen();
     stream.on("data", (raw: unknown) => {
+      listen();
       let report: NodeReport;
       try {
         report = parseNodeReport(raw);
@@ -184,6 +200,7 @@ export class Coordinator {
       if (changed || this.#snapshot.version === 0) this.#schedule();
     });
     const gone = () => {
+      clearTimeout(silence);
       const m = this.#members.get(peer);
       if (!m || !m.streams.delete(stream) || m.streams.size || this.#stopped) return;
       // A one-shot grace per member, not a periodic pass: no Loop.

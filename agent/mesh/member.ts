@@ -203,6 +203,9 @@ export class MeshMember {
     const end = (why: string) => {
       if (ended) return;
       ended = true;
+      // Its session is retired at once, not at the next attempt: a session whose stream ended
+      // must not sit idle where a peer's GOAWAY can reach it (denoland/deno#36788, spec §7.9).
+      client.close();
       if (this.#stream === stream) {
         // A stream that delivered snapshots is lost: read the record once at once, then not
         // before a lease could have run out (the quiet time, jittered by up to a third).

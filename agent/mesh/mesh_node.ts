@@ -19,13 +19,17 @@ import { MeshMember } from "./member.ts";
 import {
   type CoordinatorStream,
   endCall,
-  MESH_CHANNEL_OPTIONS,
+  MESH_SERVER_OPTIONS,
   MESH_SERVICE,
 } from "./mesh_service.ts";
+import { MeshServer } from "./mesh_server.ts";
 import { type NodeCertificateStatus, NodeIdentity } from "./node_identity.ts";
 import { type ClusterCa, nodeServerName, type NodeTls, peerNodeId } from "./node_tls.ts";
 
-/** How long a stopping coordinator leaves its members to drop their sessions (their reconnect backoff is at most 2 s). */
+/**
+ * How long a stopping coordinator waits at most for its members to close their connections after
+ * their calls ended (a member closes its channel when its stream ends); then it closes the rest.
+ */
 const SESSION_DRAIN_MS = 2_500;
 
 /** Options of `MeshNode`. */
@@ -68,8 +72,7 @@ export class MeshNode {
   readonly #lease: BucketLease;
   readonly #gate: ContentionGate;
   readonly #identity: NodeIdentity;
-  #server?: grpc.Server;
-  #port = 0;
+  #server?: MeshServer;
   #coordinator?: Coordinator;
   /** The election: one step per third of the lease (never backs off: the lease would run out). */
   readonly #election: Loop;
@@ -143,7 +146,7 @@ export class MeshNode {
 
   /** The bound port. */
   get port(): number {
-    return this.#port;
+    return this.#server?.port ?? 0;
   }
 
   /** The node certificate's status (when it expires, renewal failures); undefined before start. */
@@ -169,10 +172,9 @@ export class MeshNode {
   }
 
   /**
-   * Leaves the mesh: member, coordinator (member streams reset), lease (released), server. A
-   * coordinator waits for its members to drop their sessions before it closes the socket, so no
-   * peer gets an HTTP/2 GOAWAY on a session whose streams were just reset (Deno's HTTP/2 client
-   * can abort on that: denoland/deno#36788).
+   * Leaves the mesh: member, coordinator (every member's call ended with UNAVAILABLE), lease
+   * (released), server. A coordinator first waits (at most `SESSION_DRAIN_MS`) for its members
+   * to close their connections; the server then closes the rest without a GOAWAY (MeshServer).
    */
   async stop(): Promise<void> {
     this.#stopped = true;
@@ -183,9 +185,8 @@ export class MeshNode {
     this.#coordinator?.stop();
     this.#coordinator = undefined;
     await this.#lease.release().catch(() => false);
-    // A one-shot drain before the socket closes, not a periodic pass: no Loop.
-    if (wasCoordinator) await new Promise((r) => setTimeout(r, SESSION_DRAIN_MS));
-    this.#server?.forceShutdown();
+    if (wasCoordinator) await this.#server?.drained(SESSION_DRAIN_MS);
+    this.#server?.close();
   }
 
   /** Stops without releasing the lease or saying goodbye (a crash, for tests). */
@@ -196,11 +197,11 @@ export class MeshNode {
     void this.#identity.stop();
     this.#coordinator?.stop();
     this.#coordinator = undefined;
-    this.#server?.forceShutdown();
+    this.#server?.close();
   }
 
   async #bind(): Promise<void> {
-    const server = new grpc.Server(MESH_CHANNEL_OPTIONS);
+    const server = new grpc.Server(MESH_SERVER_OPTIONS);
     server.addService(MESH_SERVICE, {
       exchange: (call: CoordinatorStream) => {
         const peer = peerNodeId(call.getAuthContext()?.sslPeerCertificate, this.#o.cluster);
@@ -215,14 +216,12 @@ export class MeshNode {
         this.#coordinator.accept(call, peer);
       },
     });
-    this.#port = await new Promise<number>((resolve, reject) => {
-      // Bound once: each renewal swaps the certificate of new handshakes (NodeServerCredentials).
-      server.bindAsync(this.#o.listen, this.#identity.serverCredentials, (err, port) => {
-        if (err) reject(err);
-        else resolve(port);
-      });
-    });
-    this.#server = server;
+    // Bound once: each renewal swaps the certificate of new handshakes (NodeServerCredentials).
+    this.#server = await MeshServer.listen(
+      server,
+      this.#o.listen,
+      this.#identity.serverCredentials,
+    );
   }
 
   /** One election step per third of the lease; becomes or stops being the coordinator. */
@@ -240,6 +239,8 @@ export class MeshNode {
         this.#coordinator = new Coordinator({
           term: step.term!,
           graceMs: this.#o.graceMs,
+          // Three heartbeats without a report: the member is gone or stalled.
+          silenceMs: 3 * (this.#o.heartbeatMs ?? 5_000),
           announce: this.#o.announce,
           pollMs: this.#o.pollMs,
           log: this.#o.log,
@@ -251,7 +252,7 @@ export class MeshNode {
         await writeCoordinatorRecord(this.#o.store, {
           nodeId: this.#o.nodeId,
           term: step.term!,
-          endpoint: `${host}:${this.#port}`,
+          endpoint: `${host}:${this.port}`,
           serverName: nodeServerName(this.#o.cluster, this.#o.nodeId),
         });
         this.member.recordChanged();

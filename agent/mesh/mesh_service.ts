@@ -63,11 +63,31 @@ export function endCall(call: CoordinatorStream, details: string): void {
 /** The client class of the service. */
 export const MeshClient = grpc.makeGenericClientConstructor(MESH_SERVICE, "Mesh");
 
-/** Channel options of every mesh client and server: keepalives (half-open streams end), sizes. */
+/**
+ * How long a mesh channel without a call keeps its session (grpc-js's default is 30 min). Below
+ * any peer's idle handling — Podmin's servers have none (no `grpc.max_connection_idle_ms`, no
+ * `grpc.max_connection_age_ms`: each would send a GOAWAY) — so a client retires its idle
+ * sessions itself and never holds one a peer's GOAWAY could reach (denoland/deno#36788).
+ */
+export const MESH_CLIENT_IDLE_MS = 10_000;
+
+/** Options of the mesh's server: sizes only. */
+export const MESH_SERVER_OPTIONS: grpc.ChannelOptions = {
+  "grpc.max_receive_message_length": MESH_MAX_MESSAGE_BYTES,
+  "grpc.max_send_message_length": MESH_MAX_MESSAGE_BYTES,
+  // No keepalive pings from the server: grpc-js ends the session of a peer that missed one with
+  // a GOAWAY, and a member whose event loop stalled for 5 s is alive. A silent member's stream is
+  // the coordinator's to end (`silenceMs`); a dead peer's TCP connection closes by TCP keepalive.
+};
+
+/**
+ * Channel options of every mesh client: keepalives (a half-open stream ends: the client closes
+ * its own session, which no server aborts on), sizes, the idle timeout.
+ */
 export const MESH_CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  ...MESH_SERVER_OPTIONS,
   "grpc.keepalive_time_ms": 10_000,
   "grpc.keepalive_timeout_ms": 5_000,
   "grpc.keepalive_permit_without_calls": 1,
-  "grpc.max_receive_message_length": MESH_MAX_MESSAGE_BYTES,
-  "grpc.max_send_message_length": MESH_MAX_MESSAGE_BYTES,
+  "grpc.client_idle_timeout_ms": MESH_CLIENT_IDLE_MS,
 };
