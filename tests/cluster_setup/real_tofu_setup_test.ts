@@ -1,0 +1,320 @@
+/**
+ * The operator's path with real OpenTofu 1.10.10 and the AWS provider 6.48 on moto
+ * (tests/support/real_tofu.ts; moto with the shims of its own faults,
+ * tests/support/moto_tofu_shims.py): `podmin setup` with the seed's example flags applies the
+ * generated configuration through the S3 backend, its state and lock file in the cluster bucket
+ * on moto; planning the saved configuration again changes nothing (no delete, no replace, no
+ * update), and a second `setup` with the same flags applies the same bytes and changes nothing;
+ * a setup with an added NodeGroup adds and destroys nothing; `teardown` leaves nothing setup created in moto, and `destroy`
+ * removes the bucket.
+ */
+
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { AutoScalingClient, DescribeAutoScalingGroupsCommand } from "@aws-sdk/client-auto-scaling";
+import {
+  DescribeAddressesCommand,
+  DescribeInstancesCommand,
+  DescribeInternetGatewaysCommand,
+  DescribeLaunchTemplatesCommand,
+  DescribeNetworkInterfacesCommand,
+  DescribeRouteTablesCommand,
+  DescribeSecurityGroupsCommand,
+  DescribeSubnetsCommand,
+  DescribeVpcsCommand,
+  EC2Client,
+} from "@aws-sdk/client-ec2";
+import { GetObjectCommand, HeadBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { INFRA_CONFIG, INFRA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { parseState } from "../../cli/setup/tofu_state.ts";
+import { dedicatedMoto } from "../support/moto.ts";
+import { podmin } from "../support/programs.ts";
+import { REAL_TOFU, realTofuEnv, tofu } from "../support/real_tofu.ts";
+import { testWith } from "../support/requirements.ts";
+import { setupSources } from "../support/setup_sources.ts";
+
+const REGION = "us-east-1";
+const CLUSTER = "real";
+/** moto's own AMIs of each architecture (data.aws_ami filters by id and architecture). */
+const AMIS = { amd64: "ami-760aaa0f", arm64: "ami-0e9271c829888680e" };
+/** The seed's example (docs/spec.md §8.4's schema check uses the same), in us-east-1. */
+const SEED_NODEGROUPS = [
+  "default",
+  "workers,size=3,disk-size=100,instance-type=c8g.large,zone=b,nat64=t4g.small",
+];
+const ADDED_NODEGROUP = "batch,size=1,instance-type=m7i.large,zone=a";
+/** The resource types whose objects must never be deleted or replaced by a later setup. */
+const KEPT_TYPES = [
+  "aws_vpc",
+  "aws_internet_gateway",
+  "aws_subnet",
+  "aws_iam_role",
+  "aws_iam_instance_profile",
+  "aws_security_group",
+];
+
+/** One entry of `tofu show -json PLAN`'s resource_changes. */
+interface ResourceChange {
+  address: string;
+  type: string;
+  change: { actions: string[]; before?: Record<string, unknown>; after?: Record<string, unknown> };
+}
+
+/** The top-level attributes a change changes. */
+function changedAttributes(c: ResourceChange): string[] {
+  const before = c.change.before ?? {};
+  const after = c.change.after ?? {};
+  return [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((k) =>
+    JSON.stringify(before[k]) !== JSON.stringify(after[k])
+  );
+}
+
+/** An update's changed top-level attributes: `address: attr (before → after), …`. */
+function describeUpdate(c: ResourceChange): string {
+  const before = c.change.before ?? {};
+  const after = c.change.after ?? {};
+  const changed = changedAttributes(c);
+  return `${c.address}: ${
+    changed.map((k) => `${k} (${JSON.stringify(before[k])} → ${JSON.stringify(after[k])})`).join(
+      ", ",
+    )
+  }`;
+}
+
+/** Every AWS object kind setup creates, listed from moto (sorted ids; instances not terminated). */
+async function inventory(endpoint: string): Promise<Record<string, string[]>> {
+  const config = {
+    region: REGION,
+    endpoint,
+    credentials: { accessKeyId: "test", secretAccessKey: "test" },
+  };
+  const ec2 = new EC2Client(config);
+  const asg = new AutoScalingClient(config);
+  const ids = (xs: (string | undefined)[] | undefined) => (xs ?? []).map(String).sort();
+  const iam = async (action: string, member: string) =>
+    [...(await motoQuery(endpoint, "iam", action)).matchAll(new RegExp(`<${member}>([^<]+)<`, "g"))]
+      .map((m) => m[1]).sort();
+  return {
+    vpcs: ids((await ec2.send(new DescribeVpcsCommand({}))).Vpcs?.map((v) => v.VpcId)),
+    subnets: ids((await ec2.send(new DescribeSubnetsCommand({}))).Subnets?.map((s) => s.SubnetId)),
+    securityGroups: ids(
+      (await ec2.send(new DescribeSecurityGroupsCommand({}))).SecurityGroups?.map((g) => g.GroupId),
+    ),
+    internetGateways: ids(
+      (await ec2.send(new DescribeInternetGatewaysCommand({}))).InternetGateways?.map((g) =>
+        g.InternetGatewayId
+      ),
+    ),
+    routeTables: ids(
+      (await ec2.send(new DescribeRouteTablesCommand({}))).RouteTables?.map((r) => r.RouteTableId),
+    ),
+    networkInterfaces: ids(
+      (await ec2.send(new DescribeNetworkInterfacesCommand({}))).NetworkInterfaces?.map((n) =>
+        n.NetworkInterfaceId
+      ),
+    ),
+    addresses: ids(
+      (await ec2.send(new DescribeAddressesCommand({}))).Addresses?.map((a) => a.AllocationId),
+    ),
+    launchTemplates: ids(
+      (await ec2.send(new DescribeLaunchTemplatesCommand({}))).LaunchTemplates?.map((l) =>
+        l.LaunchTemplateName
+      ),
+    ),
+    instances: ids(
+      (await ec2.send(new DescribeInstancesCommand({}))).Reservations?.flatMap((r) =>
+        (r.Instances ?? []).filter((i) => i.State?.Name !== "terminated").map((i) => i.InstanceId)
+      ),
+    ),
+    autoScalingGroups: ids(
+      (await asg.send(new DescribeAutoScalingGroupsCommand({}))).AutoScalingGroups?.map((g) =>
+        g.AutoScalingGroupName
+      ),
+    ),
+    roles: await iam("ListRoles", "RoleName"),
+    instanceProfiles: await iam("ListInstanceProfiles", "InstanceProfileName"),
+  };
+}
+
+/**
+ * A query-protocol call to moto (IAM has no SDK client among the dependencies): moto routes it
+ * by the credential scope's service and, without IAM enforcement, checks no signature.
+ */
+async function motoQuery(endpoint: string, service: string, action: string): Promise<string> {
+  const res = await fetch(endpoint, {
+    method: "POST",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      authorization:
+        `AWS4-HMAC-SHA256 Credential=test/20260101/${REGION}/${service}/aws4_request, SignedHeaders=host, Signature=0`,
+    },
+    body: `Action=${action}&Version=2010-05-08`,
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`moto ${service} ${action}: ${res.status} ${text}`);
+  return text;
+}
+
+/** The managed resources of the cluster's state: address → id. */
+async function stateIds(s3: S3Client, bucket: string): Promise<Map<string, string>> {
+  const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: INFRA_STATE }));
+  const state = parseState(await got.Body!.transformToByteArray());
+  return new Map(
+    state.resources.filter((r) => r.mode === "managed").flatMap((r) =>
+      r.instances.map((
+        i,
+        n,
+      ) => [r.instances.length > 1 ? `${r.address}[${n}]` : r.address, String(i.id)])
+    ),
+  );
+}
+
+/** The same address has the same id in `after` for every kept type (not replaced). */
+function assertKept(before: Map<string, string>, after: Map<string, string>, what: string) {
+  const kept = [...before].filter(([a]) => KEPT_TYPES.includes(a.split(".")[0]));
+  assert.ok(kept.length >= 8, `${what}: the state holds the VPC, gateway, subnets, roles…`);
+  for (const [address, id] of kept) {
+    assert.equal(after.get(address), id, `${what}: ${address} kept its id (not replaced)`);
+  }
+}
+
+/** What tofu's apply reported: `Apply complete! Resources: A added, C changed, D destroyed.` */
+function applySummary(stderr: string): { added: number; changed: number; destroyed: number } {
+  const m = stderr.match(/Apply complete! Resources: (\d+) added, (\d+) changed, (\d+) destroyed/);
+  assert.ok(m, `no apply summary in setup's output:\n${stderr}`);
+  return { added: Number(m[1]), changed: Number(m[2]), destroyed: Number(m[3]) };
+}
+
+testWith(
+  "setup, setup again, an added NodeGroup, teardown and destroy with real OpenTofu on moto",
+  { ...REAL_TOFU, tools: ["distribution-registry", "skopeo"] },
+  async (t) => {
+    const m = await dedicatedMoto({ tofuShims: true });
+    const tmp = await Deno.makeTempDir({ prefix: "podmin-real-tofu-" });
+    const sources = await setupSources(tmp).catch(async (err) => {
+      await m.close();
+      throw err;
+    });
+    try {
+      const bucket = `podmin-real-${Date.now().toString(36)}`;
+      const workDir = path.join(tmp, "home", CLUSTER);
+      const env = {
+        ...realTofuEnv(m.endpoint, REGION),
+        PODMIN_CACHE_DIR: `${tmp}/cache`,
+        PODMIN_HOME: `${tmp}/home`,
+      };
+      const setup = (nodeGroups: string[]) =>
+        podmin([
+          "--bucket",
+          `s3://${bucket}`,
+          "setup",
+          "--yes",
+          "--cluster",
+          CLUSTER,
+          "--region",
+          REGION,
+          "--vpc-cidr",
+          "10.0.0.0/16",
+          "--nat64",
+          ...nodeGroups.flatMap((ng) => ["--nodegroup", ng]),
+          "--ami",
+          `amd64=${AMIS.amd64}`,
+          "--ami",
+          `arm64=${AMIS.arm64}`,
+          ...sources.args,
+        ], env);
+      const s3 = new S3Client({
+        region: REGION,
+        endpoint: m.endpoint,
+        forcePathStyle: true,
+        credentials: { accessKeyId: "test", secretAccessKey: "test" },
+      });
+      const savedConfig = async () =>
+        await (await s3.send(new GetObjectCommand({ Bucket: bucket, Key: INFRA_CONFIG }))).Body!
+          .transformToString();
+      const before = await inventory(m.endpoint);
+
+      let firstConfig = "";
+      let firstIds = new Map<string, string>();
+      await t.step("setup applies the seed's example", async () => {
+        const r = await setup(SEED_NODEGROUPS);
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(r.stdout, /cluster real is set up: 2 NodeGroup\(s\) healthy/);
+        const summary = applySummary(r.stderr);
+        assert.equal(summary.destroyed, 0);
+        assert.ok(summary.added > 40, `resources added: ${summary.added}`);
+        firstConfig = await savedConfig();
+        firstIds = await stateIds(s3, bucket);
+        const after = await inventory(m.endpoint);
+        assert.equal(after.vpcs.length, before.vpcs.length + 1, "one VPC created");
+        assert.equal(after.autoScalingGroups.length, 4, "2 NodeGroups + 2 NAT64 groups");
+      });
+
+      await t.step("planning the saved configuration again changes nothing", async () => {
+        const plan = path.join(workDir, "again.tfplan");
+        await tofu(["plan", "-input=false", "-no-color", `-out=${plan}`], { cwd: workDir, env });
+        const shown = await tofu(["show", "-json", "-no-color", plan], { cwd: workDir, env });
+        const changes: ResourceChange[] = JSON.parse(shown.stdout).resource_changes ?? [];
+        assert.ok(changes.length > 40, "the plan covers the configuration");
+        const deleting = changes.filter((c) => c.change.actions.includes("delete"));
+        assert.deepEqual(deleting.map((c) => `${c.address}: ${c.change.actions}`), []);
+        const kept = changes.filter((c) => KEPT_TYPES.includes(c.type));
+        assert.ok(kept.length >= 8);
+        // Nothing else changes either (moto's drift is shimmed): no perpetual difference
+        // between what the configuration says and what the provider reads back.
+        const updates = changes.filter((c) => c.change.actions.includes("update"));
+        assert.deepEqual(updates.map(describeUpdate), [], "nothing is updated");
+        assert.ok(changes.every((c) => ["no-op", "read"].includes(c.change.actions.join())));
+        await Deno.remove(plan);
+      });
+
+      await t.step(
+        "a second setup with the same flags applies the same bytes, changes nothing",
+        async () => {
+          const r = await setup(SEED_NODEGROUPS);
+          assert.equal(r.code, 0, r.stderr);
+          assert.equal(await savedConfig(), firstConfig, "the configuration planned above");
+          assert.equal(applySummary(r.stderr).destroyed, 0);
+          assertKept(firstIds, await stateIds(s3, bucket), "second setup");
+        },
+      );
+
+      await t.step("an added NodeGroup is added; nothing is destroyed", async () => {
+        const r = await setup([...SEED_NODEGROUPS, ADDED_NODEGROUP]);
+        assert.equal(r.code, 0, r.stderr);
+        const summary = applySummary(r.stderr);
+        assert.equal(summary.destroyed, 0);
+        assert.ok(summary.added >= 2, `the batch launch template and group: ${summary.added}`);
+        const ids = await stateIds(s3, bucket);
+        assertKept(firstIds, ids, "setup with an added NodeGroup");
+        assert.ok([...ids.keys()].some((a) => /^aws_autoscaling_group\..*batch/.test(a)));
+      });
+
+      await t.step(
+        "teardown leaves nothing setup created; destroy removes the bucket",
+        async () => {
+          const common = [
+            "--bucket",
+            `s3://${bucket}`,
+            "--cluster",
+            CLUSTER,
+            "--work-dir",
+            workDir,
+          ];
+          const down = await podmin(["teardown", ...common, "--yes"], env);
+          assert.equal(down.code, 0, down.stderr);
+          assert.match(down.stderr, /Destroy complete! Resources: \d+ destroyed/);
+          assert.deepEqual(await stateIds(s3, bucket), new Map(), "the state manages nothing");
+          assert.deepEqual(await inventory(m.endpoint), before);
+          const gone = await podmin(["destroy", ...common, "--yes"], env);
+          assert.equal(gone.code, 0, gone.stderr);
+          await assert.rejects(s3.send(new HeadBucketCommand({ Bucket: bucket })));
+        },
+      );
+    } finally {
+      await sources.close();
+      await m.close();
+      await Deno.remove(tmp, { recursive: true });
+    }
+  },
+);
