@@ -5,8 +5,9 @@
  * generated configuration through the S3 backend, its state and lock file in the cluster bucket
  * on moto; planning the saved configuration again changes nothing (no delete, no replace, no
  * update), and a second `setup` with the same flags applies the same bytes and changes nothing;
- * a setup with an added NodeGroup adds and destroys nothing; `teardown` leaves nothing setup created in moto, and `destroy`
- * removes the bucket.
+ * a setup with an added NodeGroup adds and destroys nothing; the lock file a killed tofu leaves
+ * (real OpenTofu's lock info) stops `teardown`, which names it, and `teardown --force-unlock ID`
+ * releases it and leaves nothing setup created in moto; `destroy` removes the bucket.
  */
 
 import assert from "node:assert/strict";
@@ -28,8 +29,8 @@ import { GetObjectCommand, HeadBucketCommand, S3Client } from "@aws-sdk/client-s
 import { INFRA_CONFIG, INFRA_STATE } from "../../core/bucket/bucket_layout.ts";
 import { parseState } from "../../cli/setup/tofu_state.ts";
 import { dedicatedMoto } from "../support/moto.ts";
-import { podmin } from "../support/programs.ts";
-import { REAL_TOFU, realTofuEnv, tofu } from "../support/real_tofu.ts";
+import { podmin, waitFor } from "../support/programs.ts";
+import { REAL_TOFU, realTofuEnv, tofu, TOFU_BINARY } from "../support/real_tofu.ts";
 import { testWith } from "../support/requirements.ts";
 import { setupSources } from "../support/setup_sources.ts";
 
@@ -290,19 +291,65 @@ testWith(
         assert.ok([...ids.keys()].some((a) => /^aws_autoscaling_group\..*batch/.test(a)));
       });
 
+      const common = ["--bucket", `s3://${bucket}`, "--cluster", CLUSTER, "--work-dir", workDir];
+      let lockId = "";
       await t.step(
-        "teardown leaves nothing setup created; destroy removes the bucket",
+        "a killed tofu's lock file is named by teardown, which changes nothing",
         async () => {
-          const common = [
-            "--bucket",
-            `s3://${bucket}`,
-            "--cluster",
-            CLUSTER,
-            "--work-dir",
-            workDir,
-          ];
-          const down = await podmin(["teardown", ...common, "--yes"], env);
+          // `tofu console` holds the state lock while it reads its input; killed, it leaves the
+          // S3 backend's lock object behind, as a killed apply does.
+          const holder = new Deno.Command(TOFU_BINARY, {
+            args: ["console", "-no-color"],
+            cwd: workDir,
+            env,
+            stdin: "piped",
+            stdout: "null",
+            stderr: "null",
+          }).spawn();
+          const lockKey = `${INFRA_STATE}.tflock`;
+          const lockBody = async () => {
+            try {
+              const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: lockKey }));
+              return await got.Body!.transformToString();
+            } catch {
+              return undefined;
+            }
+          };
+          await waitFor(
+            "tofu console's state lock",
+            async () => (await lockBody()) !== undefined,
+            60_000,
+          );
+          holder.kill("SIGKILL");
+          await holder.status;
+          const lock = JSON.parse((await lockBody())!);
+          lockId = lock.ID;
+          assert.match(lockId, /^[0-9a-f-]{36}$/);
+          const refused = await podmin(["teardown", ...common, "--yes"], env);
+          assert.equal(refused.code, 1, refused.stderr);
+          assert.match(
+            refused.stderr,
+            new RegExp(
+              `state is locked: s3://${bucket}/infra/terraform\\.tfstate\\.tflock \\(lock ID ${lockId}, .*\\(OpenTofu 1\\.10\\.10\\) since ${
+                lock.Created.slice(0, 19)
+              }`,
+            ),
+          );
+          assert.match(refused.stderr, new RegExp(`--force-unlock ${lockId}`));
+          assert.ok(await lockBody(), "the lock is kept");
+          assert.ok((await stateIds(s3, bucket)).size > 40, "nothing was destroyed");
+        },
+      );
+
+      await t.step(
+        "teardown --force-unlock leaves nothing setup created; destroy removes the bucket",
+        async () => {
+          const down = await podmin(
+            ["teardown", ...common, "--force-unlock", lockId, "--yes"],
+            env,
+          );
           assert.equal(down.code, 0, down.stderr);
+          assert.match(down.stderr, new RegExp(`released the state lock .*${lockId}`));
           assert.match(down.stderr, /Destroy complete! Resources: \d+ destroyed/);
           assert.deepEqual(await stateIds(s3, bucket), new Map(), "the state manages nothing");
           assert.deepEqual(await inventory(m.endpoint), before);
