@@ -41,6 +41,12 @@ tofu_ldflags="-X github.com/opentofu/opentofu/version.dev=no"
 tofu_key="$TOFU_MODULE ldflags=$tofu_ldflags"
 aws_key="$AWS_MODULE version=$AWS_VERSION services=${SERVICES[*]} clients=${CLIENTS[*]}"
 
+# Module copies and build outputs live in temporary directories, removed on any exit (a failed
+# build leaves no 300 MB copy behind).
+work_dirs=()
+trap 'rm -rf "${work_dirs[@]}"' EXIT
+new_work_dir() { work=$(mktemp -d) && work_dirs+=("$work"); }
+
 say() { echo "build_tofu: $*"; }
 fail() { echo "build_tofu: $*" >&2; exit 1; }
 # `cached KEYFILE KEY BINARY`: the binary is there and was built from KEY.
@@ -138,7 +144,7 @@ trim_provider() {
 build_tofu() {
   cached "$out/.tofu.module" "$tofu_key" "$out/bin/tofu" && return 0
   local work started
-  work=$(mktemp -d)
+  new_work_dir
   module_copy "$TOFU_MODULE" "$work/src"
   fetch_deps "$work/src" ./cmd/tofu
   started=$SECONDS
@@ -149,13 +155,12 @@ build_tofu() {
   mkdir -p "$out/bin"
   mv "$work/tofu" "$out/bin/tofu"
   echo "$tofu_key" >"$out/.tofu.module"
-  rm -rf "$work"
 }
 
 build_provider() {
   cached "$out/.aws.module" "$aws_key" "$provider_bin" && return 0
   local work started
-  work=$(mktemp -d)
+  new_work_dir
   module_copy "$AWS_MODULE" "$work/src"
   trim_provider "$work/src"
   fetch_deps "$work/src" .
@@ -169,7 +174,6 @@ build_provider() {
   mkdir -p "$mirror_dir"
   mv "$work/provider" "$provider_bin"
   echo "$aws_key" >"$out/.aws.module"
-  rm -rf "$work"
 }
 
 # The CLI configuration: providers come from the mirror only (no registry is asked).
