@@ -5,9 +5,10 @@
  * generated configuration through the S3 backend, its state and lock file in the cluster bucket
  * on moto; planning the saved configuration again changes nothing (no delete, no replace, no
  * update), and a second `setup` with the same flags applies the same bytes and changes nothing;
- * a setup with an added NodeGroup adds and destroys nothing; the lock file a killed tofu leaves
- * (real OpenTofu's lock info) stops `teardown`, which names it, and `teardown --force-unlock ID`
- * releases it and leaves nothing setup created in moto; `destroy` removes the bucket.
+ * a setup with an added NodeGroup adds and destroys nothing, one without a NodeGroup destroys
+ * only that group's resources; the lock file a killed tofu leaves (real OpenTofu's lock info)
+ * stops `teardown`, which names it, and `teardown --force-unlock ID` releases it and leaves
+ * nothing setup created in moto; `destroy` removes the bucket.
  */
 
 import assert from "node:assert/strict";
@@ -58,7 +59,7 @@ function assertKept(before: Map<string, string>, after: Map<string, string>, wha
 }
 
 testWith(
-  "setup, setup again, an added NodeGroup, teardown and destroy with real OpenTofu on moto",
+  "setup, setup again, an added and a removed NodeGroup, teardown and destroy with real OpenTofu on moto",
   { ...REAL_TOFU, tools: ["distribution-registry", "skopeo"] },
   async (t) => {
     const m = await dedicatedMoto({ tofuShims: true });
@@ -167,11 +168,28 @@ testWith(
         assert.ok([...ids.keys()].some((a) => /^aws_autoscaling_group\..*batch/.test(a)));
       });
 
+      await t.step("a removed NodeGroup's resources alone are destroyed", async () => {
+        const before = await stateIds(s3, bucket);
+        const r = await setup([SEED_NODEGROUPS[0], ADDED_NODEGROUP]);
+        assert.equal(r.code, 0, r.stderr);
+        const after = await stateIds(s3, bucket);
+        const gone = [...before.keys()].filter((a) => !after.has(a));
+        assert.equal(applySummary(r.stderr).destroyed, gone.length);
+        assert.ok(gone.some((a) => /^aws_autoscaling_group\..*workers/.test(a)), gone.join(", "));
+        // workers' own resources, and zone b's NAT64 subnet, which only workers' NAT64 used.
+        const theirs = /workers|nat64_zone_b/;
+        assert.deepEqual(gone.filter((a) => !theirs.test(a)), [], "only workers' resources");
+        assert.ok(gone.includes("aws_subnet.nat64_zone_b"));
+        const others = new Map([...firstIds].filter(([a]) => !theirs.test(a)));
+        assertKept(others, after, "setup without workers");
+      });
+
       const common = ["--bucket", `s3://${bucket}`, "--cluster", CLUSTER, "--work-dir", workDir];
       let lockId = "";
       await t.step(
         "a killed tofu's lock file is named by teardown, which changes nothing",
         async () => {
+          const held = await stateIds(s3, bucket);
           // `tofu console` holds the state lock while it reads its input; killed, it leaves the
           // S3 backend's lock object behind, as a killed apply does.
           const holder = new Deno.Command(TOFU_BINARY, {
@@ -213,7 +231,7 @@ testWith(
           );
           assert.match(refused.stderr, new RegExp(`--force-unlock ${lockId}`));
           assert.ok(await lockBody(), "the lock is kept");
-          assert.ok((await stateIds(s3, bucket)).size > 40, "nothing was destroyed");
+          assert.deepEqual(await stateIds(s3, bucket), held, "nothing was destroyed");
         },
       );
 
