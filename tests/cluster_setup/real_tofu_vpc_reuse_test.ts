@@ -2,8 +2,9 @@
  * A reused VPC with real OpenTofu on moto (tests/support/real_tofu.ts): setup finds an existing
  * VPC with an Amazon-provided IPv6 block, an internet gateway and a subnet of someone else, by
  * its CIDR; the configuration reads the VPC and the gateway (data sources) and applies; a second
- * setup changes nothing; teardown removes everything setup added and leaves the VPC, its IPv6
- * block, its gateway and the other subnet as they were.
+ * setup changes nothing; teardown from another machine (an empty work directory) removes
+ * everything setup added and leaves the VPC, its IPv6 block, its gateway and the other subnet as
+ * they were.
  */
 
 import assert from "node:assert/strict";
@@ -65,7 +66,9 @@ testWith(
       )).Subnet!;
       const before = await inventory(m.endpoint);
       const bucket = `podmin-reuse-${Date.now().toString(36)}`;
-      const workDir = `${tmp}/home/${CLUSTER}`;
+      // teardown runs as from another machine: an empty work directory, the configuration and
+      // state only in the bucket.
+      const otherMachine = `${tmp}/other-machine`;
       const env = {
         ...realTofuEnv(m.endpoint, REGION),
         PODMIN_CACHE_DIR: `${tmp}/cache`,
@@ -129,7 +132,7 @@ testWith(
             "--cluster",
             CLUSTER,
             "--work-dir",
-            workDir,
+            otherMachine,
           ];
           const down = await podmin(["teardown", ...common, "--yes"], env);
           assert.equal(down.code, 0, down.stderr);
