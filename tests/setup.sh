@@ -96,3 +96,13 @@ if have go; then
 else
   echo "setup: go is missing; cannot build the node peers" >&2
 fi
+
+# Real OpenTofu 1.10.10 and the AWS provider trimmed to the services the generated configuration
+# uses, with its filesystem mirror and CLI configuration (the setup tests run real tofu on moto:
+# tests/support/real_tofu.ts), cached by version under $PODMIN_TEST_BIN/tofu (a warm run builds
+# nothing).
+if have go; then
+  PODMIN_TEST_BIN=$PODMIN_TEST_BIN bash "$(dirname "${BASH_SOURCE[0]}")/peers/build_tofu.sh" all
+else
+  echo "setup: go is missing; cannot build OpenTofu and the AWS provider" >&2
+fi

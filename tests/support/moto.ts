@@ -78,9 +78,18 @@ export function moto(): Promise<Moto> {
   return shared;
 }
 
+/** Options of `dedicatedMoto`. */
+export interface DedicatedMotoOptions {
+  /**
+   * Installs the shims of the moto faults that stop the real AWS provider from applying Podmin's
+   * configuration (tests/support/moto_tofu_shims.py); off, moto answers as shipped.
+   */
+  tofuShims?: boolean;
+}
+
 /** Starts a moto server for one test; it does not change AWS_* in the environment. */
-export async function dedicatedMoto(): Promise<DedicatedMoto> {
-  const m = await startMoto({ setEnv: false });
+export async function dedicatedMoto(options: DedicatedMotoOptions = {}): Promise<DedicatedMoto> {
+  const m = await startMoto({ setEnv: false, tofuShims: options.tofuShims });
   return {
     ...m,
     async enforceIam(on) {
@@ -110,7 +119,7 @@ export function freePort(): Promise<number> {
 const launcher = new URL("./moto_server.py", import.meta.url).pathname;
 const publicParameters = new URL("./moto_public_parameters.json", import.meta.url).pathname;
 
-async function startMoto(options: { setEnv: boolean }): Promise<Moto> {
+async function startMoto(options: { setEnv: boolean; tofuShims?: boolean }): Promise<Moto> {
   const port = await freePort();
   const endpoint = `http://127.0.0.1:${port}`;
   let child: Deno.ChildProcess | undefined;
@@ -118,7 +127,10 @@ async function startMoto(options: { setEnv: boolean }): Promise<Moto> {
   const start = async () => {
     child = new Deno.Command("python3", {
       args: [launcher, "-H", "127.0.0.1", "-p", String(port)],
-      env: { PODMIN_MOTO_PUBLIC_PARAMETERS: publicParameters },
+      env: {
+        PODMIN_MOTO_PUBLIC_PARAMETERS: publicParameters,
+        PODMIN_MOTO_TOFU_SHIMS: options.tofuShims ? "1" : "0",
+      },
       stdout: "null",
       stderr: "null",
     }).spawn();

@@ -15,6 +15,10 @@ launcher loads them the same way from the JSON file named by
 PODMIN_MOTO_PUBLIC_PARAMETERS ({"region": {"name": "value"}}). Writing under /aws/ stays
 refused, as in AWS.
 
+With PODMIN_MOTO_TOFU_SHIMS=1 it also installs the shims of the moto faults that stop the real
+AWS provider from applying Podmin's configuration (tests/support/moto_tofu_shims.py, each named
+and explained there); without it moto answers as shipped.
+
 Usage: python3 moto_server.py -H 127.0.0.1 -p PORT
 """
 
@@ -72,6 +76,12 @@ def check_loading_status(self, key):
 
 
 models.ParameterDict._check_loading_status = check_loading_status
+
+if os.environ.get("PODMIN_MOTO_TOFU_SHIMS") == "1":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import moto_tofu_shims  # noqa: E402
+
+    moto_tofu_shims.apply()
 
 from moto.server import main  # noqa: E402  (after the patch)
 

@@ -1,0 +1,155 @@
+/**
+ * A reused VPC with real OpenTofu on moto (tests/support/real_tofu.ts): setup finds an existing
+ * VPC with an Amazon-provided IPv6 block, an internet gateway and a subnet of someone else, by
+ * its CIDR; the configuration reads the VPC and the gateway (data sources) and applies; a second
+ * setup changes nothing; teardown from another machine (an empty work directory) removes
+ * everything setup added and leaves the VPC, its IPv6 block, its gateway and the other subnet as
+ * they were.
+ */
+
+import assert from "node:assert/strict";
+import {
+  AttachInternetGatewayCommand,
+  CreateInternetGatewayCommand,
+  CreateSubnetCommand,
+  CreateVpcCommand,
+  DescribeVpcsCommand,
+  EC2Client,
+} from "@aws-sdk/client-ec2";
+import { HeadBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { dedicatedMoto } from "../support/moto.ts";
+import { podmin } from "../support/programs.ts";
+import { REAL_TOFU, realTofuEnv } from "../support/real_tofu.ts";
+import { testWith } from "../support/requirements.ts";
+import { setupSources } from "../support/setup_sources.ts";
+import { applySummary, inventory, stateIds, warnings } from "../support/tofu_outcome.ts";
+
+const REGION = "us-east-1";
+const CLUSTER = "reuse";
+const AMIS = { amd64: "ami-760aaa0f", arm64: "ami-0e9271c829888680e" };
+
+testWith(
+  "setup into a reused VPC with IPv6 and a gateway, again, and teardown, with real OpenTofu on moto",
+  { ...REAL_TOFU, tools: ["distribution-registry", "skopeo"] },
+  async (t) => {
+    const m = await dedicatedMoto({ tofuShims: true });
+    const tmp = await Deno.makeTempDir({ prefix: "podmin-real-reuse-" });
+    const sources = await setupSources(tmp).catch(async (err) => {
+      await m.close();
+      throw err;
+    });
+    try {
+      const credentials = { accessKeyId: "test", secretAccessKey: "test" };
+      const ec2 = new EC2Client({ region: REGION, endpoint: m.endpoint, credentials });
+      const s3 = new S3Client({
+        region: REGION,
+        endpoint: m.endpoint,
+        forcePathStyle: true,
+        credentials,
+      });
+      const vpc = (await ec2.send(
+        new CreateVpcCommand({ CidrBlock: "10.40.0.0/16", AmazonProvidedIpv6CidrBlock: true }),
+      )).Vpc!;
+      const igw = (await ec2.send(new CreateInternetGatewayCommand({}))).InternetGateway!;
+      await ec2.send(
+        new AttachInternetGatewayCommand({
+          InternetGatewayId: igw.InternetGatewayId,
+          VpcId: vpc.VpcId,
+        }),
+      );
+      const foreign = (await ec2.send(
+        new CreateSubnetCommand({
+          VpcId: vpc.VpcId,
+          CidrBlock: "10.40.200.0/24",
+          AvailabilityZone: "us-east-1a",
+        }),
+      )).Subnet!;
+      const before = await inventory(m.endpoint);
+      const bucket = `podmin-reuse-${Date.now().toString(36)}`;
+      // teardown runs as from another machine: an empty work directory, the configuration and
+      // state only in the bucket.
+      const otherMachine = `${tmp}/other-machine`;
+      const env = {
+        ...realTofuEnv(m.endpoint, REGION),
+        PODMIN_CACHE_DIR: `${tmp}/cache`,
+        PODMIN_HOME: `${tmp}/home`,
+      };
+      const setup = () =>
+        podmin([
+          "--bucket",
+          `s3://${bucket}`,
+          "setup",
+          "--yes",
+          "--cluster",
+          CLUSTER,
+          "--region",
+          REGION,
+          "--vpc-cidr",
+          "10.40.0.0/16",
+          "--nat64",
+          "--nodegroup",
+          "default,instance-type=m7i.large",
+          "--ami",
+          `amd64=${AMIS.amd64}`,
+          "--ami",
+          `arm64=${AMIS.arm64}`,
+          ...sources.args,
+        ], env);
+      const ipv6Blocks = async () =>
+        ((await ec2.send(new DescribeVpcsCommand({ VpcIds: [vpc.VpcId!] }))).Vpcs![0]
+          .Ipv6CidrBlockAssociationSet ?? [])
+          .filter((a) => a.Ipv6CidrBlockState?.State === "associated")
+          .map((a) => a.Ipv6CidrBlock);
+
+      const blocks = await ipv6Blocks();
+      assert.equal(blocks.length, 1);
+      await t.step("setup reads the VPC and its gateway and adds its own resources", async () => {
+        const r = await setup();
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(r.stdout, new RegExp(`reuse ${vpc.VpcId}`));
+        assert.deepEqual(warnings(r.stderr), []);
+        assert.equal(applySummary(r.stderr).destroyed, 0);
+        const ids = await stateIds(s3, bucket);
+        assert.ok(!ids.has("aws_vpc.main"), "the VPC is not managed");
+        assert.ok(!ids.has("aws_internet_gateway.main"), "the gateway is not managed");
+        assert.ok(!ids.has("aws_vpc_ipv6_cidr_block_association.main"), "no second IPv6 block");
+        assert.ok(ids.size > 20, "setup's own resources are");
+        assert.deepEqual(await ipv6Blocks(), blocks);
+      });
+
+      await t.step("a second setup changes nothing", async () => {
+        const r = await setup();
+        assert.equal(r.code, 0, r.stderr);
+        assert.deepEqual(applySummary(r.stderr), { added: 0, changed: 0, destroyed: 0 });
+      });
+
+      await t.step(
+        "teardown removes what setup added and keeps the VPC as it was",
+        async () => {
+          const common = [
+            "--bucket",
+            `s3://${bucket}`,
+            "--cluster",
+            CLUSTER,
+            "--work-dir",
+            otherMachine,
+          ];
+          const down = await podmin(["teardown", ...common, "--yes"], env);
+          assert.equal(down.code, 0, down.stderr);
+          assert.deepEqual(await ipv6Blocks(), blocks, "the VPC keeps its IPv6 block");
+          const after = await inventory(m.endpoint);
+          assert.ok(after.vpcs.includes(vpc.VpcId!) && after.subnets.includes(foreign.SubnetId!));
+          assert.ok(after.internetGateways.includes(igw.InternetGatewayId!));
+          assert.deepEqual(after, before);
+          const gone = await podmin(["destroy", ...common, "--yes"], env);
+          assert.equal(gone.code, 0, gone.stderr);
+          await assert.rejects(s3.send(new HeadBucketCommand({ Bucket: bucket })));
+        },
+      );
+    } finally {
+      await sources.close();
+      await m.close();
+      await Deno.remove(tmp, { recursive: true });
+    }
+  },
+);
