@@ -31,7 +31,12 @@ export async function availableZones(ec2: EC2Client): Promise<string[]> {
 /** A VPC to reuse. */
 export interface ReusedVpc {
   id: string;
-  ipv6CidrBlock: string;
+  /**
+   * The VPC's own IPv6 block; absent when it has none, or only the one this cluster associated
+   * (the configuration then declares `aws_vpc_ipv6_cidr_block_association.main`: an
+   * Amazon-provided /56 that teardown removes).
+   */
+  ipv6CidrBlock?: string;
 }
 
 /** What a reused VPC already holds that the generated configuration must respect. */
@@ -100,6 +105,12 @@ export interface VpcLookupOptions {
   cluster: string;
   /** The VPC id the cluster's saved OpenTofu state manages as `aws_vpc.main`, if any. */
   managedVpcId?: string;
+  /**
+   * The id of the IPv6 association the cluster's saved state manages as
+   * `aws_vpc_ipv6_cidr_block_association.main` (the block an earlier setup added to a reused
+   * VPC), if any: that block stays the cluster's resource, never read back as the VPC's own.
+   */
+  managedIpv6AssociationId?: string;
   /** Where the configuration is run (named in the hint of an unmanaged VPC of this cluster). */
   workDir?: string;
 }
@@ -109,12 +120,14 @@ export interface VpcLookupOptions {
  * The VPC the cluster's state manages is "own" (setup keeps generating `aws_vpc.main`, so a later
  * run never plans to destroy it); any other match is reused (a data source, never deleted). A
  * match tagged with this cluster that the state does not manage (an earlier apply whose state
- * was lost) is refused with the import that adopts it. Several matches are ambiguous; a reused
- * match without an IPv6 block, or a CIDR that only appears as a secondary block, is incompatible.
+ * was lost) is refused with the import that adopts it. Several matches are ambiguous, and a CIDR
+ * that only appears as a secondary block is incompatible. A reused match without an IPv6 block
+ * gets one from the configuration (an Amazon-provided /56, removed by teardown), and keeps it as
+ * the cluster's on every later setup.
  */
 export async function findReusableVpc(
   ec2: EC2Client,
-  { cidr, cluster, managedVpcId, workDir }: VpcLookupOptions,
+  { cidr, cluster, managedVpcId, managedIpv6AssociationId, workDir }: VpcLookupOptions,
 ): Promise<VpcLookup> {
   const out = await ec2.send(
     new DescribeVpcsCommand({
@@ -151,14 +164,12 @@ export async function findReusableVpc(
     );
   }
   const v6 = (vpc.Ipv6CidrBlockAssociationSet ?? []).find((a) =>
-    a.Ipv6CidrBlockState?.State === "associated"
+    a.Ipv6CidrBlockState?.State === "associated" && a.AssociationId !== managedIpv6AssociationId
   );
-  if (!v6?.Ipv6CidrBlock) {
-    throw new UsageError(`VPC ${vpc.VpcId} (${cidr}) has no IPv6 CIDR block`, {
-      hint: "associate an Amazon-provided IPv6 block with it, or choose a --vpc-cidr no VPC uses",
-    });
-  }
-  return { kind: "reuse", vpc: { id: vpc.VpcId!, ipv6CidrBlock: v6.Ipv6CidrBlock } };
+  return {
+    kind: "reuse",
+    vpc: { id: vpc.VpcId!, ...(v6?.Ipv6CidrBlock ? { ipv6CidrBlock: v6.Ipv6CidrBlock } : {}) },
+  };
 }
 
 /** True when `tags` carry this cluster's tag (what the generated configuration puts on all). */

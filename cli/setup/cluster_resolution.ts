@@ -64,6 +64,7 @@ export async function resolveCluster(
   const state = bucketExists ? await readSavedState(plan.store) : undefined;
   const ownVpc = managedResource(state, "aws_vpc", TF.vpc);
   const ownIgw = managedResource(state, "aws_internet_gateway", TF.igw);
+  const ownIpv6 = managedResource(state, "aws_vpc_ipv6_cidr_block_association", TF.ipv6Association);
   if (ownVpc && typeof ownVpc.cidr_block === "string" && ownVpc.cidr_block !== flags.vpcCidr) {
     throw new UsageError(
       `cluster ${flags.cluster}'s VPC ${ownVpc.id} is ${ownVpc.cidr_block}: --vpc-cidr ${flags.vpcCidr} would replace it and every node in it`,
@@ -76,6 +77,7 @@ export async function resolveCluster(
     cidr: flags.vpcCidr,
     cluster: flags.cluster,
     managedVpcId: typeof ownVpc?.id === "string" ? ownVpc.id : undefined,
+    managedIpv6AssociationId: typeof ownIpv6?.id === "string" ? ownIpv6.id : undefined,
     workDir: plan.workDir,
   });
   const reused = found.kind === "reuse" ? found.vpc : undefined;
@@ -93,6 +95,10 @@ export async function resolveCluster(
           : ownIgw
           ? `this cluster's internet gateway ${ownIgw.id}`
           : "a new internet gateway"
+      }, ${
+        reused.ipv6CidrBlock
+          ? `its IPv6 block ${reused.ipv6CidrBlock}`
+          : "an Amazon-provided IPv6 /56 associated by Podmin (teardown removes it)"
       }, ${contents.foreignSubnetCidrs.length} other subnet CIDR(s) kept clear${
         contents.foreignSubnetCidrs.length ? ` (${contents.foreignSubnetCidrs.join(", ")})` : ""
       }`

@@ -28,7 +28,11 @@ export function planSummary(
       "VPC",
       real
         ? resolved.existingVpc
-          ? `reuse ${resolved.existingVpc.id} (never deleted by Podmin)`
+          ? `reuse ${resolved.existingVpc.id} (never deleted by Podmin)${
+            resolved.existingVpc.ipv6CidrBlock === undefined
+              ? ", plus an Amazon-provided IPv6 /56 of Podmin's (teardown removes it)"
+              : ""
+          }`
           : resolved.ownVpcId
           ? `keep ${resolved.ownVpcId} (${flags.vpcCidr}, created by this cluster)`
           : `new ${flags.vpcCidr}`

@@ -43,7 +43,7 @@ Deno.test("setup CAs [moto]: created as SecureStrings when missing, kept on re-r
   assert.deepEqual(await deleteClusterCas({ ssm, cluster: "prod" }), [], "deleting again is fine");
 });
 
-Deno.test("setup VPC reuse [moto]: exact primary CIDR with IPv6 reused; ambiguous or incompatible fail", async () => {
+Deno.test("setup VPC reuse [moto]: exact primary CIDR reused, with its IPv6 block or none (Podmin's own block never read back as the VPC's); ambiguous or incompatible fail", async () => {
   const m = await moto();
   await m.reset();
   const ec2 = new EC2Client({ region: "us-east-1" });
@@ -55,10 +55,30 @@ Deno.test("setup VPC reuse [moto]: exact primary CIDR with IPv6 reused; ambiguou
   const found = await lookup("10.42.0.0/16");
   assert.equal(found.kind, "reuse");
   assert.equal(found.kind === "reuse" && found.vpc.id, v6.Vpc!.VpcId);
-  assert.match(found.kind === "reuse" ? found.vpc.ipv6CidrBlock : "", /::\/56$/);
+  assert.match(found.kind === "reuse" ? found.vpc.ipv6CidrBlock ?? "" : "", /::\/56$/);
 
-  await ec2.send(new CreateVpcCommand({ CidrBlock: "10.43.0.0/16" }));
-  await assert.rejects(lookup("10.43.0.0/16"), /has no IPv6 CIDR block/);
+  // Without an IPv6 block: reused, the configuration associates one (no ipv6CidrBlock).
+  const noV6 = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.43.0.0/16" }));
+  assert.deepEqual(await lookup("10.43.0.0/16"), {
+    kind: "reuse",
+    vpc: { id: noV6.Vpc!.VpcId },
+  });
+  // The block an earlier setup associated (the state's association id) stays the cluster's own.
+  const assoc = await ec2.send(
+    new AssociateVpcCidrBlockCommand({
+      VpcId: noV6.Vpc!.VpcId,
+      AmazonProvidedIpv6CidrBlock: true,
+    }),
+  );
+  const associationId = assoc.Ipv6CidrBlockAssociation!.AssociationId!;
+  const seenBy = (managedIpv6AssociationId?: string) =>
+    findReusableVpc(ec2, { cidr: "10.43.0.0/16", cluster: "prod", managedIpv6AssociationId });
+  assert.deepEqual(await seenBy(associationId), {
+    kind: "reuse",
+    vpc: { id: noV6.Vpc!.VpcId },
+  });
+  const foreign = await seenBy("vpc-cidr-assoc-someone-elses");
+  assert.match(foreign.kind === "reuse" ? foreign.vpc.ipv6CidrBlock ?? "" : "", /::\/56$/);
 
   await ec2.send(
     new CreateVpcCommand({ CidrBlock: "10.44.0.0/16", AmazonProvidedIpv6CidrBlock: true }),

@@ -4,7 +4,9 @@
  * its CIDR; the configuration reads the VPC and the gateway (data sources) and applies; a second
  * setup changes nothing; teardown from another machine (an empty work directory) removes
  * everything setup added and leaves the VPC, its IPv6 block, its gateway and the other subnet as
- * they were.
+ * they were. A reused VPC without IPv6 gets an Amazon-provided block of Podmin's: a second setup
+ * keeps it (the state's association is never read back as the VPC's own block) and teardown
+ * removes it.
  */
 
 import assert from "node:assert/strict";
@@ -27,6 +29,43 @@ import { applySummary, inventory, stateIds, warnings } from "../support/tofu_out
 const REGION = "us-east-1";
 const CLUSTER = "reuse";
 const AMIS = { amd64: "ami-760aaa0f", arm64: "ami-0e9271c829888680e" };
+
+/** `podmin setup` of the reused-VPC cluster into `bucket`, on `cidr`. */
+function setupInto(
+  bucket: string,
+  cidr: string,
+  sourceArgs: string[],
+  env: Record<string, string>,
+) {
+  return podmin([
+    "--bucket",
+    `s3://${bucket}`,
+    "setup",
+    "--yes",
+    "--cluster",
+    CLUSTER,
+    "--region",
+    REGION,
+    "--vpc-cidr",
+    cidr,
+    "--nat64",
+    "--nodegroup",
+    "default,instance-type=m7i.large",
+    "--ami",
+    `amd64=${AMIS.amd64}`,
+    "--ami",
+    `arm64=${AMIS.arm64}`,
+    ...sourceArgs,
+  ], env);
+}
+
+/** The IPv6 blocks associated with `vpcId`. */
+async function ipv6BlocksOf(ec2: EC2Client, vpcId: string): Promise<(string | undefined)[]> {
+  return ((await ec2.send(new DescribeVpcsCommand({ VpcIds: [vpcId] }))).Vpcs![0]
+    .Ipv6CidrBlockAssociationSet ?? [])
+    .filter((a) => a.Ipv6CidrBlockState?.State === "associated")
+    .map((a) => a.Ipv6CidrBlock);
+}
 
 testWith(
   "setup into a reused VPC with IPv6 and a gateway, again, and teardown, with real OpenTofu on moto",
@@ -74,39 +113,15 @@ testWith(
         PODMIN_CACHE_DIR: `${tmp}/cache`,
         PODMIN_HOME: `${tmp}/home`,
       };
-      const setup = () =>
-        podmin([
-          "--bucket",
-          `s3://${bucket}`,
-          "setup",
-          "--yes",
-          "--cluster",
-          CLUSTER,
-          "--region",
-          REGION,
-          "--vpc-cidr",
-          "10.40.0.0/16",
-          "--nat64",
-          "--nodegroup",
-          "default,instance-type=m7i.large",
-          "--ami",
-          `amd64=${AMIS.amd64}`,
-          "--ami",
-          `arm64=${AMIS.arm64}`,
-          ...sources.args,
-        ], env);
-      const ipv6Blocks = async () =>
-        ((await ec2.send(new DescribeVpcsCommand({ VpcIds: [vpc.VpcId!] }))).Vpcs![0]
-          .Ipv6CidrBlockAssociationSet ?? [])
-          .filter((a) => a.Ipv6CidrBlockState?.State === "associated")
-          .map((a) => a.Ipv6CidrBlock);
+      const setup = () => setupInto(bucket, "10.40.0.0/16", sources.args, env);
+      const ipv6Blocks = () => ipv6BlocksOf(ec2, vpc.VpcId!);
 
       const blocks = await ipv6Blocks();
       assert.equal(blocks.length, 1);
       await t.step("setup reads the VPC and its gateway and adds its own resources", async () => {
         const r = await setup();
         assert.equal(r.code, 0, r.stderr);
-        assert.match(r.stdout, new RegExp(`reuse ${vpc.VpcId}`));
+        assert.match(r.stdout, new RegExp(`reuse ${vpc.VpcId} \\(never deleted by Podmin\\)\n`));
         assert.deepEqual(warnings(r.stderr), []);
         assert.equal(applySummary(r.stderr).destroyed, 0);
         const ids = await stateIds(s3, bucket);
@@ -146,6 +161,82 @@ testWith(
           await assert.rejects(s3.send(new HeadBucketCommand({ Bucket: bucket })));
         },
       );
+    } finally {
+      await sources.close();
+      await m.close();
+      await Deno.remove(tmp, { recursive: true });
+    }
+  },
+);
+
+testWith(
+  "setup into a reused VPC without IPv6: Podmin associates a block, keeps it on a second setup and teardown removes it, with real OpenTofu on moto",
+  { ...REAL_TOFU, tools: ["distribution-registry", "skopeo"] },
+  async (t) => {
+    const m = await dedicatedMoto({ tofuShims: true });
+    const tmp = await Deno.makeTempDir({ prefix: "podmin-real-reuse-v4-" });
+    const sources = await setupSources(tmp).catch(async (err) => {
+      await m.close();
+      throw err;
+    });
+    try {
+      const credentials = { accessKeyId: "test", secretAccessKey: "test" };
+      const ec2 = new EC2Client({ region: REGION, endpoint: m.endpoint, credentials });
+      const s3 = new S3Client({
+        region: REGION,
+        endpoint: m.endpoint,
+        forcePathStyle: true,
+        credentials,
+      });
+      const vpc = (await ec2.send(new CreateVpcCommand({ CidrBlock: "10.41.0.0/16" }))).Vpc!;
+      const before = await inventory(m.endpoint);
+      const bucket = `podmin-reuse-v4-${Date.now().toString(36)}`;
+      const env = {
+        ...realTofuEnv(m.endpoint, REGION),
+        PODMIN_CACHE_DIR: `${tmp}/cache`,
+        PODMIN_HOME: `${tmp}/home`,
+      };
+      const setup = () => setupInto(bucket, "10.41.0.0/16", sources.args, env);
+      assert.deepEqual(await ipv6BlocksOf(ec2, vpc.VpcId!), [], "no IPv6 block yet");
+      let block: string | undefined;
+
+      await t.step("setup associates an Amazon-provided IPv6 block of its own", async () => {
+        const r = await setup();
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(
+          r.stdout,
+          /plus an Amazon-provided IPv6 \/56 of Podmin's \(teardown removes it\)/,
+        );
+        assert.equal(applySummary(r.stderr).destroyed, 0);
+        const ids = await stateIds(s3, bucket);
+        assert.ok(!ids.has("aws_vpc.main"), "the VPC is not managed");
+        assert.ok(ids.has("aws_vpc_ipv6_cidr_block_association.main"), "the block is");
+        const blocks = await ipv6BlocksOf(ec2, vpc.VpcId!);
+        assert.equal(blocks.length, 1, JSON.stringify(blocks));
+        block = blocks[0];
+        assert.match(block ?? "", /::\/56$/);
+      });
+
+      await t.step("a second setup keeps the block as the cluster's: nothing changes", async () => {
+        const r = await setup();
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(
+          r.stdout,
+          /plus an Amazon-provided IPv6 \/56 of Podmin's \(teardown removes it\)/,
+        );
+        assert.deepEqual(applySummary(r.stderr), { added: 0, changed: 0, destroyed: 0 });
+        assert.deepEqual(await ipv6BlocksOf(ec2, vpc.VpcId!), [block]);
+      });
+
+      await t.step("teardown removes the block and leaves the VPC", async () => {
+        const common = ["--bucket", `s3://${bucket}`, "--cluster", CLUSTER];
+        const down = await podmin(["teardown", ...common, "--yes"], env);
+        assert.equal(down.code, 0, down.stderr);
+        assert.deepEqual(await ipv6BlocksOf(ec2, vpc.VpcId!), [], "Podmin's block is gone");
+        assert.deepEqual(await inventory(m.endpoint), before);
+        const gone = await podmin(["destroy", ...common, "--yes"], env);
+        assert.equal(gone.code, 0, gone.stderr);
+      });
     } finally {
       await sources.close();
       await m.close();
