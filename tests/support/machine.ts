@@ -45,6 +45,14 @@ export class MachineError extends Error {
   }
 }
 
+/** A file written into a machine's root filesystem. */
+export interface MachineFile {
+  /** Real path inside the machine. */
+  file: string;
+  content: string;
+  mode?: number;
+}
+
 /** What a machine is made of. */
 export interface MachineOptions {
   run: BoxRun;
@@ -57,8 +65,10 @@ export interface MachineOptions {
   rootfs: string;
   /** The user-data EC2 would hand to cloud-init (a script: `#!` first). */
   userData: string;
-  /** Files written into the root filesystem before the first boot (real path → content). */
-  files?: Record<string, string>;
+  /** Files written into the root filesystem before the first boot (default mode 0644). */
+  files?: MachineFile[];
+  /** Units enabled before the first boot (WantedBy=multi-user.target). */
+  enable?: string[];
   /** The instance role's credentials in the metadata (default the emulator's). */
   roleCredentials?: { accessKeyId: string; secretAccessKey: string; sessionToken: string };
 }
@@ -166,16 +176,18 @@ export class Machine {
     });
     await o.vpc.routeImds(network, Number(new URL(imds.endpoint).port));
     const m = new Machine({ run: o.run, name: o.name, dir, network, imds, instanceId });
-    const files: Record<string, string> = {
-      "/etc/systemd/system/podmin-box-user-data.service": CLOUD_INIT_UNIT,
-      ...o.files,
-    };
-    for (const [p, content] of Object.entries(files)) await m.#write(p, content, 0o644);
-    await m.#write("/var/lib/cloud/instance/user-data.txt", o.userData, 0o600);
-    await m.#write("/var/lib/cloud/instance/scripts/part-001", o.userData, 0o700);
+    const files: MachineFile[] = [
+      { file: `/etc/systemd/system/${USER_DATA_UNIT}`, content: CLOUD_INIT_UNIT },
+      { file: "/var/lib/cloud/instance/user-data.txt", content: o.userData, mode: 0o600 },
+      { file: "/var/lib/cloud/instance/scripts/part-001", content: o.userData, mode: 0o700 },
+      ...o.files ?? [],
+    ];
+    for (const f of files) await m.#write(f.file, f.content, f.mode ?? 0o644);
     const wants = path.join(m.root, "etc/systemd/system/multi-user.target.wants");
     await Deno.mkdir(wants, { recursive: true });
-    await Deno.symlink(`/etc/systemd/system/${USER_DATA_UNIT}`, path.join(wants, USER_DATA_UNIT));
+    for (const unit of [USER_DATA_UNIT, ...o.enable ?? []]) {
+      await Deno.symlink(`/etc/systemd/system/${unit}`, path.join(wants, unit));
+    }
     await createCgroup(`${o.run.id}/${o.name}`);
     await createCgroup(`${o.run.id}/exec`);
     return m;
