@@ -153,7 +153,7 @@ export async function createVpc(run: BoxRun): Promise<Vpc> {
         interface: "ens6",
         mac: `02:00:5e:00:${id(index)}:0b`,
         ipv6: `${ula}:1::${(0xb00 + index).toString(16)}`,
-        prefix: `${ula}:1:0:${(0x100 + index).toString(16)}::/80`,
+        prefix: `${ula}:1:${(0x100 + index).toString(16)}::/80`,
         interfaceId: `eni-0${id(index)}bbbbbbbbbbbbb0`,
         deviceNumber: 1,
       };

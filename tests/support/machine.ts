@@ -11,7 +11,8 @@
  *   network namespaces, its cgroups `<run>/<machine>` bound at /sys/fs/cgroup (a private mount
  *   namespace of the launcher puts each hierarchy's machine directory there, so the machine's
  *   systemd manages only its own subtree), /dev/kmsg bound in (kubelet reads it), nspawn's seccomp
- *   filter off (`SYSTEMD_SECCOMP=0`: it refuses bpf());
+ *   filter off (`SYSTEMD_SECCOMP=0`: it refuses bpf()), `--private-network` with the machine's
+ *   namespace (else /proc/sys/net is read-only and pod-network.sh cannot set accept_ra);
  * - cloud-init: the unit `podmin-box-user-data.service` runs the user-data once per instance
  *   (cloud-init's scripts-user semantics: `/var/lib/cloud/instance/sem/config_scripts_user`) after
  *   network-online.target, as root, its output appended to /var/log/cloud-init-output.log (and to
@@ -111,7 +112,7 @@ while read -r name dir; do
 done <<<"$BOX_CGROUPS"
 exec systemd-nspawn --quiet --boot --register=no --keep-unit --capability=all \
   --console=read-only --machine="$BOX_MACHINE" --hostname="$BOX_HOSTNAME" \
-  --network-namespace-path="$BOX_NETNS" --bind="$BOX_CGROUPFS:/sys/fs/cgroup" \
+  --private-network --network-namespace-path="$BOX_NETNS" --bind="$BOX_CGROUPFS:/sys/fs/cgroup" \
   --bind=/dev/kmsg --directory="$BOX_ROOT"
 '`;
 

@@ -110,14 +110,18 @@ export function servedArtifacts(artifacts: Map<string, Uint8Array>): {
   return { files, sha };
 }
 
-/** A catalogue of the host's architecture whose URLs are `url(file name)`. */
+/**
+ * A catalogue of the host's architecture whose URLs are `url(file name)`; each version is
+ * `versions[name]`, else `0.0.0-test`.
+ */
 export function catalogOf(
   sha: Map<string, string>,
   url: (file: string) => string,
+  versions: Record<string, string> = {},
 ): { dependencies: CatalogEntry[] } {
   const dependencies: CatalogEntry[] = [...sha].map(([name, hex]) => ({
     name,
-    version: "0.0.0-test",
+    version: versions[name] ?? "0.0.0-test",
     arch: HOST_ARCH,
     url: url(vendorFileName(name)),
     sha256: hex,
