@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the root filesystem the machine harness (tests/support/machine.ts) boots with
 # systemd-nspawn: Debian bookworm, the release of the node AMI, made by mmdebstrap (variant minbase)
-# with systemd as PID 1 and what the node's user-data and vmconfig's scripts call at boot. Cached by
-# a version key (suite, variant, package list, mmdebstrap version) under
-# $PODMIN_TEST_BIN/machine/rootfs-<key>/, so a warm run does nothing; a build goes into a temporary
-# directory renamed into place, so an interrupted build never leaves a half-filled cache entry.
+# with systemd as PID 1 and what the node's user-data and vmconfig's scripts call at boot, plus the
+# files an installed system has and minbase lacks (/etc/hosts: containerd copies it into every Pod
+# sandbox). Cached by a version key (this script's text, which holds the suite, variant and
+# packages, and the mmdebstrap version) under $PODMIN_TEST_BIN/machine/rootfs-<key>/, so a warm run
+# does nothing; a build goes into a temporary directory renamed into place, so an interrupted build
+# never leaves a half-filled cache entry.
 #
 #   build_machine_rootfs.sh          builds when missing; prints the rootfs directory
 #
@@ -42,7 +44,7 @@ if ((${#missing[@]})); then
 fi
 
 mmdebstrap_version=$(dpkg-query -W -f '${Version}' mmdebstrap)
-key=$(printf '%s\n' "$SUITE" "$VARIANT" "${PACKAGES[*]}" "$mmdebstrap_version" | sha256sum | cut -c1-16)
+key=$(cat "${BASH_SOURCE[0]}" <(printf '%s\n' "$mmdebstrap_version") | sha256sum | cut -c1-16)
 dest=$out_root/rootfs-$key
 if [[ -x $dest/lib/systemd/systemd ]]; then
   printf '%s\n' "$dest"
@@ -59,6 +61,13 @@ include=$(
   echo "${PACKAGES[*]}"
 )
 mmdebstrap --quiet --mode=root --variant="$VARIANT" --include="$include" "$SUITE" "$work/rootfs" >&2
+# What Debian's installer (and cloud-init on the AMI) write: the loopback names, a host name until
+# the instance's, the VPC resolver's address (nothing answers there in the harness).
+printf '%s\n' '127.0.0.1	localhost' '::1		localhost ip6-localhost ip6-loopback' \
+  'ff02::1		ip6-allnodes' 'ff02::2		ip6-allrouters' >"$work/rootfs/etc/hosts"
+echo localhost >"$work/rootfs/etc/hostname"
+echo 'nameserver fd00:ec2::253' >"$work/rootfs/etc/resolv.conf"
+chmod 0644 "$work/rootfs/etc/hosts" "$work/rootfs/etc/hostname" "$work/rootfs/etc/resolv.conf"
 # A machine gets its identity at first boot (systemd writes /etc/machine-id when it is empty).
 : >"$work/rootfs/etc/machine-id"
 rm -f "$work/rootfs/var/lib/dbus/machine-id"
