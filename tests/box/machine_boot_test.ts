@@ -9,10 +9,12 @@
  * to the bucket. The machine reaches the bucket and its IMDSv2 emulator through the VPC.
  *
  * It must reach: containerd, kubelet, CoreDNS and podmin-agent active under the machine's systemd,
- * kubelet healthy, `crictl ps` working through the generated /etc/crictl.yaml, the agent's node
- * record in the bucket under the instance id, CoreDNS answering the cluster zone on the node's
- * address; then after a power-off and a second boot (cloud-init does not run the user-data again)
- * the same services back. A failed step is named, with the machine's cloud-init output and the
+ * kubelet healthy with its Pods in systemd's kubepods.slice, `crictl ps` working through the
+ * generated /etc/crictl.yaml, the agent's node record in the bucket under the instance id, CoreDNS
+ * answering the cluster zone on the node's address, and a Deployment applied with `podmin apply`
+ * (its image pushed with `podmin push`, the sandbox image built and stored as podmin local does
+ * offline) running as a static Pod whose address in the delegated /80 answers from the VPC; then
+ * after a power-off and a second boot (cloud-init does not run the user-data again) the same. A failed step is named, with the machine's cloud-init output and the
  * journal of every unit that is not active. Afterwards nothing of the run is left.
  */
 
@@ -21,6 +23,8 @@ import * as path from "node:path";
 import { GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { SSMClient } from "@aws-sdk/client-ssm";
 import { readHostFacts } from "../../cli/local/host_overrides.ts";
+import { writeDemoImageLayout } from "../../cli/local/demo_image.ts";
+import { ensureSandboxImage } from "../../cli/local/local_node.ts";
 import { ensureClusterCas } from "../../cli/setup/cluster_cas.ts";
 import { DependencyCache } from "../../cli/setup/dependency_cache.ts";
 import {
@@ -39,7 +43,13 @@ import {
 import { emptyServiceIndex, serializeServiceIndex } from "../../core/bucket/service_index.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
-import { dependenciesForKind, renderUserData } from "../../vmconfig/render_user_data.ts";
+import {
+  DEFAULT_SANDBOX_IMAGE,
+  dependenciesForKind,
+  renderUserData,
+} from "../../vmconfig/render_user_data.ts";
+import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
+import { podmin } from "../support/programs.ts";
 import { openBoxRun } from "../support/box_run.ts";
 import { nodeOverrides } from "../support/box_node_overrides.ts";
 import { createVpc } from "../support/box_vpc.ts";
@@ -72,6 +82,7 @@ const UNITS = ["podmin-box-user-data.service", "podmin-pod-network.service", ...
 /** Generous bounds for a slow, shared machine: they only stop a wait that would never end. */
 const USER_DATA_MS = 15 * 60_000;
 const SERVICES_MS = 5 * 60_000;
+const POWER_OFF_MS = 4 * 60_000;
 
 /** The agent as setup ships it without `deno compile`: the Deno runtime plus the bundle. */
 async function agentBundle(work: string): Promise<LocalDependency> {
@@ -154,7 +165,11 @@ testWith(
     let machine: Machine | undefined;
     let server: ReturnType<typeof serveFiles> | undefined;
     /** Runs one named step; on failure prints the machine's report and names the step. */
-    const step = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
+    const step = async <T>(
+      name: string,
+      fn: () => Promise<T>,
+      journals: string[] = [],
+    ): Promise<T> => {
       const started = Date.now();
       try {
         const result = await fn();
@@ -163,7 +178,7 @@ testWith(
       } catch (err) {
         // A MachineError carries the machine's report already.
         const report = machine?.running && !(err instanceof MachineError)
-          ? await machine.report(UNITS).catch((e) => String(e))
+          ? await machine.report(UNITS, journals).catch((e) => String(e))
           : "";
         console.error(`step ${name} FAILED: ${err}\n${report}`);
         throw new Error(`step "${name}" failed: ${(err as Error).message}`);
@@ -197,6 +212,13 @@ testWith(
         await ensureClusterCas({ ssm: new SSMClient({ region: "us-east-1" }), cluster: CLUSTER });
         await store.put(DEPLOYMENT_INDEX, serializeDeploymentIndex(emptyDeploymentIndex()));
         await store.put(SERVICE_INDEX, serializeServiceIndex(emptyServiceIndex()));
+        // The sandbox image at its mirror path (built here, as podmin local does offline).
+        await ensureSandboxImage({
+          store,
+          ref: DEFAULT_SANDBOX_IMAGE,
+          log: () => {},
+          offline: true,
+        });
         return result.manifest.architectures[HOST_ARCH] ?? [];
       });
       const s3 = vpc.expose(m.port);
@@ -301,6 +323,48 @@ testWith(
           );
           assert.match(await node.unitState("kubepods.slice"), /^active\/active /);
         });
+        await step(
+          `${boot}: the Deployment's Pod runs and answers from the VPC`,
+          () =>
+            until("the Pod answering", SERVICES_MS, async () => {
+              const ps = await node.exec([
+                "crictl",
+                "ps",
+                "--name",
+                "hello",
+                "--state",
+                "running",
+                "-q",
+              ]);
+              const id = ps.stdout.trim().split("\n")[0];
+              if (!id) {
+                const pods = await node.exec(["crictl", "pods"]);
+                const manifests = await node.exec(["ls", "-l", "/etc/podmin/manifests"]);
+                return [
+                  false,
+                  `no running hello container; pods: ${pods.stdout}${pods.stderr}; manifests: ${manifests.stdout}${manifests.stderr}`,
+                ];
+              }
+              const pod = JSON.parse(await node.must(["crictl", "inspect", id])).info?.sandboxID;
+              const ip = JSON.parse(await node.must(["crictl", "inspectp", pod])).status?.network
+                ?.ip;
+              const out = await runCommand("ip", [
+                "netns",
+                "exec",
+                vpc.netns,
+                "curl",
+                "-sS",
+                "--max-time",
+                "3",
+                `http://[${ip}]:8080/`,
+              ]);
+              return [
+                /hello from the machine/.test(out.stdout),
+                `${ip}: ${out.stdout}${out.stderr}`,
+              ];
+            }),
+          ["kubelet.service", "containerd.service", "podmin-agent.service"],
+        );
       };
 
       await step("boot", () => node.boot());
@@ -308,8 +372,47 @@ testWith(
       const firstOutput = await node.cloudInitOutput();
       assert.match(firstOutput, /podmin-user-data: verified \d+ dependency files/);
       assert.match(firstOutput, /podmin-user-data: boot complete \(node\)/);
+      await step("push the demo image and apply a Deployment", async () => {
+        const dir = await writeDemoImageLayout({
+          dir: path.join(work, "demo-1.0"),
+          version: "1.0",
+          arches: [HOST_ARCH],
+        });
+        const bucketUrl = `s3://${bucket}`;
+        const pushed = await podmin([
+          "--bucket",
+          bucketUrl,
+          "push",
+          `oci:${dir}:1.0`,
+          "apps/demo:1.0",
+        ]);
+        assert.equal(pushed.code, 0, pushed.stderr);
+        const file = path.join(work, "hello.yaml");
+        await Deno.writeTextFile(
+          file,
+          `apiVersion: podmin.dev/v1
+kind: Deployment
+metadata: {name: hello}
+spec:
+  nodeGroup: ${NODEGROUP}
+  template:
+    metadata: {labels: {app: hello}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: hello
+          image: ${REGISTRY_HOSTNAME}/apps/demo:1.0
+          args: ["serve", "8080"]
+          env: [{name: GREETING, value: "hello from the machine"}]
+`,
+        );
+        const applied = await podmin(["--bucket", bucketUrl, "apply", "-f", file]);
+        assert.equal(applied.code, 0, applied.stderr);
+      });
       await servicesUp("first boot", true);
-      await step("power off", () => node.stop());
+      // systemd stops the Pod's scope with SIGTERM, which the demo server (PID 1 of its PID
+      // namespace, no handler) ignores: systemd kills it after its default 90 s, as on a VM.
+      await step("power off", () => node.stop(POWER_OFF_MS));
       await step("boot again", () => node.boot());
       await servicesUp("second boot", false);
       await step("the user-data ran once", async () => {

@@ -66,6 +66,17 @@ sed 's/^kind: KubeletConfiguration$/&\\nfailCgroupV1: false/' /etc/podmin/kubele
 grep -q '^failCgroupV1: false$' /run/podmin-box/kubelet-config.yaml
 `;
 
+const CONTAINERD_CONFIG = `#!/bin/sh
+# Podmin machine harness: the generated containerd configuration plus restrict_oom_score_adj =
+# true in the CRI runtime table (the same edit as podmin local's, cli/local/host_overrides.ts):
+# without CAP_SYS_RESOURCE runc cannot give a Pod sandbox its lower OOM score and fails.
+set -eu
+mkdir -p /run/podmin-box
+sed -E "s/^\\[plugins\\.('io\\.containerd\\.cri\\.v1\\.runtime'|\\"io\\.containerd\\.grpc\\.v1\\.cri\\")\\]$/&\\n  restrict_oom_score_adj = true/" \\
+  /etc/containerd/config.toml >/run/podmin-box/containerd-config.toml
+grep -q '^  restrict_oom_score_adj = true$' /run/podmin-box/containerd-config.toml
+`;
+
 /** podmin-agent.service's ExecStart line, as vmconfig installs it. */
 function agentExecStart(): string {
   const line = /^ExecStart=.+$/m.exec(VMCONFIG_ASSETS["units/podmin-agent.service"])?.[0];
@@ -117,6 +128,28 @@ ${agentExecStart()} --dataplane=off
       "EnvironmentFile=/etc/podmin-box/kubelet.env",
       "ExecStartPre=/etc/podmin-box/kubelet-config.sh",
     );
+  }
+  if (!o.host.sysResource) {
+    out.push({
+      file: "/etc/podmin-box/containerd-config.sh",
+      content: CONTAINERD_CONFIG,
+      mode: 0o755,
+      reason: "the host has no CAP_SYS_RESOURCE: containers cannot get a lower OOM score",
+    }, {
+      file: "/etc/podmin-box/containerd.env",
+      content: "CONTAINERD_CONFIG=/run/podmin-box/containerd-config.toml\n",
+      reason: "containerd reads that copy of its configuration",
+    }, {
+      file: "/etc/systemd/system/containerd.service.d/podmin-box.conf",
+      content: [
+        "# Podmin machine harness: see /etc/podmin-box/containerd-config.sh.",
+        "[Service]",
+        "EnvironmentFile=/etc/podmin-box/containerd.env",
+        "ExecStartPre=/etc/podmin-box/containerd-config.sh",
+        "",
+      ].join("\n"),
+      reason: "containerd starts with that copy",
+    });
   }
   out.push({
     file: "/etc/systemd/system/kubelet.service.d/podmin-box.conf",

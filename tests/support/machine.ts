@@ -354,9 +354,10 @@ export class Machine {
 
   /**
    * What a failure report shows: the cloud-init output, the failed units, and the journal of
-   * each of `units` that is not active plus every failed one.
+   * each of `units` that is not active, every failed one and each of `journals` (the units a
+   * failed step was about, even when active).
    */
-  async report(units: string[]): Promise<string> {
+  async report(units: string[], journals: string[] = []): Promise<string> {
     const parts = [`--- ${this.name}: ${CLOUD_INIT_OUTPUT}\n${await this.cloudInitOutput()}`];
     if (!this.running) {
       return parts.concat(`--- ${this.name}: console\n${await this.console()}`).join("\n");
@@ -365,7 +366,7 @@ export class Machine {
       (await this.exec(["systemctl", "list-units", "--failed", "--plain", "--no-legend"]))
         .stdout.split("\n").map((l) => l.split(" ")[0]).filter(Boolean);
     parts.push(`--- ${this.name}: failed units: ${failed.join(", ") || "none"}`);
-    const shown = new Set(failed);
+    const shown = new Set([...failed, ...journals]);
     for (const u of units) {
       const state = await this.unitState(u).catch((e) => String(e));
       if (!state.startsWith("active/")) shown.add(u);
