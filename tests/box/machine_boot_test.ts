@@ -138,7 +138,7 @@ async function until(
 }
 
 testWith(
-  "machine: a node machine boots from its NodeGroup's user-data with setup's dependencies; containerd, kubelet, CoreDNS and the agent come up, and again after a reboot; nothing is left",
+  "machine: a node machine boots from its NodeGroup's user-data with setup's dependencies; containerd, kubelet, CoreDNS, the agent and a Deployment's Pod come up, and again after a reboot; nothing is left",
   {
     root: true,
     tools: [
