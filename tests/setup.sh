@@ -106,3 +106,11 @@ if have go; then
 else
   echo "setup: go is missing; cannot build OpenTofu and the AWS provider" >&2
 fi
+
+# The machine harness's root filesystem (tests/support/machine.ts): Debian bookworm, the node
+# AMI's release, cached by version under $PODMIN_TEST_BIN/machine (a warm run does nothing).
+if [[ $(id -u) -eq 0 ]]; then
+  PODMIN_TEST_BIN=$PODMIN_TEST_BIN bash "$(dirname "${BASH_SOURCE[0]}")/peers/build_machine_rootfs.sh" >/dev/null
+else
+  echo "setup: the machine root filesystem needs root (tests/peers/build_machine_rootfs.sh)" >&2
+fi

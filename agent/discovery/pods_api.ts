@@ -21,6 +21,9 @@ import { decodeListPods, decodeWatchEvent, type PodInfo, type WatchEvent } from 
 /** kubelet's Pods API socket (measured on kubelet 1.37.2). */
 export const PODS_API_SOCKET = "/var/lib/kubelet/pods-api/pods-api.sock";
 
+/** The keepalive ping interval: above kubelet's server minimum (grpc-go's default, 5 min). */
+export const PODS_API_KEEPALIVE_MS = 330_000;
+
 const SERVICE = "/v1alpha1.Pods";
 const empty = () => Buffer.alloc(0);
 const raw = (b: Buffer) => new Uint8Array(b);
@@ -33,7 +36,10 @@ export class PodsApiClient {
   constructor(socket = PODS_API_SOCKET) {
     this.#socket = socket;
     this.#client = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure(), {
-      "grpc.keepalive_time_ms": 30_000,
+      // kubelet's gRPC server enforces grpc-go's default keepalive policy (pings at most every
+      // 5 min): with 30 s, kubelet 1.36.3 ended the watch after about 2 min with GOAWAY
+      // too_many_pings (RESOURCE_EXHAUSTED) and grpc-js doubled its interval at each reconnect.
+      "grpc.keepalive_time_ms": PODS_API_KEEPALIVE_MS,
     });
   }
 

@@ -9,102 +9,15 @@
  */
 
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
 import * as path from "node:path";
 import { hasLoopbackAddress, localDnsAddress } from "../../cli/local/node_dns.ts";
-import type { CatalogEntry } from "../../cli/setup/dependency_catalog.ts";
 import { serveFiles } from "../support/file_server.ts";
 import { freePort } from "../support/moto.ts";
-import { nodePeerDir } from "../support/node_peers.ts";
 import { waitFor } from "../support/programs.ts";
 import { testWith } from "../support/requirements.ts";
+import { catalogOf, servedArtifacts, vendorArtifacts } from "../support/vendor_artifacts.ts";
 
 const DEMO = new URL("../../cli/demo.ts", import.meta.url).pathname;
-const ARCH = Deno.build.arch === "x86_64" ? "amd64" : "arm64";
-const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-
-async function sh(cmd: string, args: string[]): Promise<void> {
-  const out = await new Deno.Command(cmd, { args, stderr: "piped" }).output();
-  if (!out.success) {
-    throw new Error(`${cmd} ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
-  }
-}
-
-/** A tar.gz of `files` (name in the archive → host path), as the vendors pack them. */
-async function tgz(work: string, name: string, files: Record<string, string>): Promise<Uint8Array> {
-  const dir = path.join(work, `${name}.d`);
-  for (const [member, from] of Object.entries(files)) {
-    await Deno.mkdir(path.dirname(path.join(dir, member)), { recursive: true });
-    await Deno.copyFile(from, path.join(dir, member));
-  }
-  const file = path.join(work, `${name}.tgz`);
-  await sh("tar", ["-czf", file, "-C", dir, "--owner=0", "--group=0", ...Object.keys(files)]);
-  return await Deno.readFile(file);
-}
-
-async function which(tool: string): Promise<string> {
-  for (const d of (Deno.env.get("PATH") ?? "").split(":")) {
-    try {
-      if ((await Deno.stat(path.join(d, tool))).isFile) return path.join(d, tool);
-    } catch { /* not here */ }
-  }
-  throw new Error(`${tool} not on PATH`);
-}
-
-async function cniDir(): Promise<string> {
-  for (const d of ["/opt/cni/bin", "/usr/lib/cni"]) {
-    try {
-      await Deno.stat(path.join(d, "ptp"));
-      return d;
-    } catch { /* next */ }
-  }
-  throw new Error("no CNI plugins (containernetworking-plugins)");
-}
-
-/** The vendor artifacts of the test-built peers, by catalogue name. */
-async function vendorArtifacts(work: string): Promise<Map<string, Uint8Array>> {
-  const containerd = nodePeerDir("containerd");
-  const cni = await cniDir();
-  return new Map([
-    [
-      "containerd",
-      await tgz(work, "containerd", {
-        "bin/containerd": path.join(containerd, "containerd"),
-        "bin/containerd-shim-runc-v2": path.join(containerd, "containerd-shim-runc-v2"),
-        "bin/ctr": path.join(containerd, "ctr"),
-      }),
-    ],
-    ["runc", await Deno.readFile(await which("runc"))],
-    ["kubelet", await Deno.readFile(path.join(nodePeerDir("kubelet"), "kubelet"))],
-    ["crictl", await tgz(work, "crictl", { crictl: path.join(nodePeerDir("crictl"), "crictl") })],
-    [
-      "coredns",
-      await tgz(work, "coredns", { coredns: path.join(nodePeerDir("coredns"), "coredns") }),
-    ],
-    [
-      "cni-plugins",
-      await tgz(work, "cni-plugins", {
-        "./ptp": path.join(cni, "ptp"),
-        "./host-local": path.join(cni, "host-local"),
-        "./loopback": path.join(cni, "loopback"),
-      }),
-    ],
-  ]);
-}
-
-/** A catalogue of the host's architecture whose URLs are `url(name)`. */
-function catalogOf(sha: Map<string, string>, url: (name: string) => string) {
-  const file = (n: string) =>
-    n === "runc" || n === "kubelet" ? n : n === "containerd" ? `${n}.tar.gz` : `${n}.tgz`;
-  const dependencies: CatalogEntry[] = [...sha].map(([name, hex]) => ({
-    name,
-    version: "0.0.0-test",
-    arch: ARCH,
-    url: url(file(name)),
-    sha256: hex,
-  }));
-  return { dependencies };
-}
 
 /**
  * Runs the demo; `asNonRoot` in a new user namespace without a mapping, where the process is
@@ -159,18 +72,7 @@ testWith(
     const work = await Deno.makeTempDir({ prefix: "podmin-demo-test-" });
     const stateDir = path.join(work, "state");
     const cache = path.join(work, "cache");
-    const artifacts = await vendorArtifacts(work);
-    const files = new Map<string, Uint8Array>();
-    const sha = new Map<string, string>();
-    for (const [name, bytes] of artifacts) {
-      const file = name === "runc" || name === "kubelet"
-        ? name
-        : name === "containerd"
-        ? `${name}.tar.gz`
-        : `${name}.tgz`;
-      files.set(file, bytes);
-      sha.set(name, sha256(bytes));
-    }
+    const { files, sha } = servedArtifacts(await vendorArtifacts(work));
     const server = serveFiles(files);
     const catalogFile = path.join(work, "catalog.json");
     await Deno.writeTextFile(catalogFile, JSON.stringify(catalogOf(sha, server.url)));

@@ -28,7 +28,7 @@ import {
   type UserKeys,
   userWithPolicy,
 } from "../iam/aws_iam.ts";
-import { startImds } from "../vmconfig/imds_emulator.ts";
+import { startImds } from "../support/imds_emulator.ts";
 
 type Env = Record<string, string>;
 

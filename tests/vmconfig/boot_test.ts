@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { moto } from "../support/moto.ts";
 import { testWith } from "../support/requirements.ts";
-import { startImds } from "./imds_emulator.ts";
+import { startImds } from "../support/imds_emulator.ts";
 import {
   aptRecorder,
   deb,

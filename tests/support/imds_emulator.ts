@@ -1,5 +1,7 @@
 /**
- * A small IMDSv2 emulator for vmconfig's boot tests, on 127.0.0.1: session tokens (PUT
+ * A small IMDSv2 emulator for vmconfig's boot tests and the machine harness
+ * (tests/support/machine.ts, which makes it reachable from inside a machine at 169.254.169.254
+ * and [fd00:ec2::254]), on 127.0.0.1: session tokens (PUT
  * /latest/api/token; GETs without the token get 401), instance identity, the instance role's
  * credentials (`testing`/`testing` unless given), instance tags
  * (`meta-data/tags/instance/<key>`) and per-ENI network metadata (device number, ENI id, IPv6
@@ -39,6 +41,7 @@ export interface AttachCall {
   error?: string;
 }
 
+/** What the emulated instance's metadata holds. */
 export interface ImdsOptions {
   instanceId: string;
   availabilityZone: string;
@@ -61,6 +64,7 @@ export interface ImdsOptions {
   beforeAssign?: (eni: EmulatedEni) => Promise<string | undefined>;
 }
 
+/** A running emulator. */
 export interface Imds {
   endpoint: string;
   /** Every request: "METHOD PATH". */
@@ -75,8 +79,10 @@ export interface Imds {
 }
 
 const TOKEN = "AQAEAEmulatedTokenForPodminTests==";
+/** The instance role's default session token. */
 export const ROLE_TOKEN = "IQoJb3JpZ2luX2VjEPodminTestSessionToken+/=";
 
+/** Starts an emulator on a free loopback port. */
 export function startImds(o: ImdsOptions): Imds {
   const role = o.roleName ?? "podmin-node";
   const creds = o.roleCredentials ??
