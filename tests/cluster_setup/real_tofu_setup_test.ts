@@ -13,13 +13,12 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { GetObjectCommand, HeadBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { GetObjectCommand, HeadBucketCommand } from "@aws-sdk/client-s3";
 import { INFRA_CONFIG, INFRA_STATE } from "../../core/bucket/bucket_layout.ts";
-import { dedicatedMoto } from "../support/moto.ts";
 import { podmin, waitFor } from "../support/programs.ts";
-import { REAL_TOFU, realTofuEnv, tofu, TOFU_BINARY } from "../support/real_tofu.ts";
+import { REAL_TOFU, tofu, TOFU_BINARY } from "../support/real_tofu.ts";
 import { testWith } from "../support/requirements.ts";
-import { setupSources } from "../support/setup_sources.ts";
+import { withRealTofuCluster } from "../support/real_tofu_cluster.ts";
 import {
   applySummary,
   describeUpdate,
@@ -29,10 +28,7 @@ import {
   warnings,
 } from "../support/tofu_outcome.ts";
 
-const REGION = "us-east-1";
 const CLUSTER = "real";
-/** moto's own AMIs of each architecture (data.aws_ami filters by id and architecture). */
-const AMIS = { amd64: "ami-760aaa0f", arm64: "ami-0e9271c829888680e" };
 /** The seed's example (docs/spec.md §8.4's schema check uses the same), in us-east-1. */
 const SEED_NODEGROUPS = [
   "default",
@@ -61,51 +57,26 @@ function assertKept(before: Map<string, string>, after: Map<string, string>, wha
 testWith(
   "setup, setup again, an added and a removed NodeGroup, teardown and destroy with real OpenTofu on moto",
   { ...REAL_TOFU, tools: ["distribution-registry", "skopeo"] },
-  async (t) => {
-    const m = await dedicatedMoto({ tofuShims: true });
-    const tmp = await Deno.makeTempDir({ prefix: "podmin-real-tofu-" });
-    const sources = await setupSources(tmp).catch(async (err) => {
-      await m.close();
-      throw err;
-    });
-    try {
+  (t) =>
+    withRealTofuCluster("podmin-real-tofu-", async (c) => {
+      const { s3, env, tmp } = c;
       const bucket = `podmin-real-${Date.now().toString(36)}`;
       const workDir = path.join(tmp, "home", CLUSTER);
-      const env = {
-        ...realTofuEnv(m.endpoint, REGION),
-        PODMIN_CACHE_DIR: `${tmp}/cache`,
-        PODMIN_HOME: `${tmp}/home`,
-      };
       const setup = (nodeGroups: string[]) =>
-        podmin([
-          "--bucket",
-          `s3://${bucket}`,
-          "setup",
-          "--yes",
-          "--cluster",
-          CLUSTER,
-          "--region",
-          REGION,
-          "--vpc-cidr",
-          "10.0.0.0/16",
-          "--nat64",
-          ...nodeGroups.flatMap((ng) => ["--nodegroup", ng]),
-          "--ami",
-          `amd64=${AMIS.amd64}`,
-          "--ami",
-          `arm64=${AMIS.arm64}`,
-          ...sources.args,
-        ], env);
-      const s3 = new S3Client({
-        region: REGION,
-        endpoint: m.endpoint,
-        forcePathStyle: true,
-        credentials: { accessKeyId: "test", secretAccessKey: "test" },
-      });
+        c.setup({
+          bucket,
+          cluster: CLUSTER,
+          args: [
+            "--vpc-cidr",
+            "10.0.0.0/16",
+            "--nat64",
+            ...nodeGroups.flatMap((ng) => ["--nodegroup", ng]),
+          ],
+        });
       const savedConfig = async () =>
         await (await s3.send(new GetObjectCommand({ Bucket: bucket, Key: INFRA_CONFIG }))).Body!
           .transformToString();
-      const before = await inventory(m.endpoint);
+      const before = await inventory(c.endpoint);
 
       let firstConfig = "";
       let firstIds = new Map<string, string>();
@@ -119,7 +90,7 @@ testWith(
         assert.ok(summary.added > 40, `resources added: ${summary.added}`);
         firstConfig = await savedConfig();
         firstIds = await stateIds(s3, bucket);
-        const after = await inventory(m.endpoint);
+        const after = await inventory(c.endpoint);
         assert.equal(after.vpcs.length, before.vpcs.length + 1, "one VPC created");
         assert.equal(after.autoScalingGroups.length, 4, "2 NodeGroups + 2 NAT64 groups");
       });
@@ -246,16 +217,11 @@ testWith(
           assert.match(down.stderr, new RegExp(`released the state lock .*${lockId}`));
           assert.match(down.stderr, /Destroy complete! Resources: \d+ destroyed/);
           assert.deepEqual(await stateIds(s3, bucket), new Map(), "the state manages nothing");
-          assert.deepEqual(await inventory(m.endpoint), before);
+          assert.deepEqual(await inventory(c.endpoint), before);
           const gone = await podmin(["destroy", ...common, "--yes"], env);
           assert.equal(gone.code, 0, gone.stderr);
           await assert.rejects(s3.send(new HeadBucketCommand({ Bucket: bucket })));
         },
       );
-    } finally {
-      await sources.close();
-      await m.close();
-      await Deno.remove(tmp, { recursive: true });
-    }
-  },
+    }),
 );

@@ -16,47 +16,24 @@ import {
   CreateSubnetCommand,
   CreateVpcCommand,
   DescribeVpcsCommand,
-  EC2Client,
+  type EC2Client,
 } from "@aws-sdk/client-ec2";
-import { HeadBucketCommand, S3Client } from "@aws-sdk/client-s3";
-import { dedicatedMoto } from "../support/moto.ts";
+import { HeadBucketCommand } from "@aws-sdk/client-s3";
 import { podmin } from "../support/programs.ts";
-import { REAL_TOFU, realTofuEnv } from "../support/real_tofu.ts";
+import { REAL_TOFU } from "../support/real_tofu.ts";
+import { type RealTofuCluster, withRealTofuCluster } from "../support/real_tofu_cluster.ts";
 import { testWith } from "../support/requirements.ts";
-import { setupSources } from "../support/setup_sources.ts";
 import { applySummary, inventory, stateIds, warnings } from "../support/tofu_outcome.ts";
 
-const REGION = "us-east-1";
 const CLUSTER = "reuse";
-const AMIS = { amd64: "ami-760aaa0f", arm64: "ami-0e9271c829888680e" };
 
 /** `podmin setup` of the reused-VPC cluster into `bucket`, on `cidr`. */
-function setupInto(
-  bucket: string,
-  cidr: string,
-  sourceArgs: string[],
-  env: Record<string, string>,
-) {
-  return podmin([
-    "--bucket",
-    `s3://${bucket}`,
-    "setup",
-    "--yes",
-    "--cluster",
-    CLUSTER,
-    "--region",
-    REGION,
-    "--vpc-cidr",
-    cidr,
-    "--nat64",
-    "--nodegroup",
-    "default,instance-type=m7i.large",
-    "--ami",
-    `amd64=${AMIS.amd64}`,
-    "--ami",
-    `arm64=${AMIS.arm64}`,
-    ...sourceArgs,
-  ], env);
+function setupInto(c: RealTofuCluster, bucket: string, cidr: string) {
+  return c.setup({
+    bucket,
+    cluster: CLUSTER,
+    args: ["--vpc-cidr", cidr, "--nat64", "--nodegroup", "default,instance-type=m7i.large"],
+  });
 }
 
 /** The IPv6 blocks associated with `vpcId`. */
@@ -70,22 +47,9 @@ async function ipv6BlocksOf(ec2: EC2Client, vpcId: string): Promise<(string | un
 testWith(
   "setup into a reused VPC with IPv6 and a gateway, again, and teardown, with real OpenTofu on moto",
   { ...REAL_TOFU, tools: ["distribution-registry", "skopeo"] },
-  async (t) => {
-    const m = await dedicatedMoto({ tofuShims: true });
-    const tmp = await Deno.makeTempDir({ prefix: "podmin-real-reuse-" });
-    const sources = await setupSources(tmp).catch(async (err) => {
-      await m.close();
-      throw err;
-    });
-    try {
-      const credentials = { accessKeyId: "test", secretAccessKey: "test" };
-      const ec2 = new EC2Client({ region: REGION, endpoint: m.endpoint, credentials });
-      const s3 = new S3Client({
-        region: REGION,
-        endpoint: m.endpoint,
-        forcePathStyle: true,
-        credentials,
-      });
+  (t) =>
+    withRealTofuCluster("podmin-real-reuse-", async (c) => {
+      const { ec2, s3, env } = c;
       const vpc = (await ec2.send(
         new CreateVpcCommand({ CidrBlock: "10.40.0.0/16", AmazonProvidedIpv6CidrBlock: true }),
       )).Vpc!;
@@ -103,19 +67,13 @@ testWith(
           AvailabilityZone: "us-east-1a",
         }),
       )).Subnet!;
-      const before = await inventory(m.endpoint);
+      const before = await inventory(c.endpoint);
       const bucket = `podmin-reuse-${Date.now().toString(36)}`;
       // teardown runs as from another machine: an empty work directory, the configuration and
       // state only in the bucket.
-      const otherMachine = `${tmp}/other-machine`;
-      const env = {
-        ...realTofuEnv(m.endpoint, REGION),
-        PODMIN_CACHE_DIR: `${tmp}/cache`,
-        PODMIN_HOME: `${tmp}/home`,
-      };
-      const setup = () => setupInto(bucket, "10.40.0.0/16", sources.args, env);
+      const otherMachine = `${c.tmp}/other-machine`;
+      const setup = () => setupInto(c, bucket, "10.40.0.0/16");
       const ipv6Blocks = () => ipv6BlocksOf(ec2, vpc.VpcId!);
-
       const blocks = await ipv6Blocks();
       assert.equal(blocks.length, 1);
       await t.step("setup reads the VPC and its gateway and adds its own resources", async () => {
@@ -152,7 +110,7 @@ testWith(
           const down = await podmin(["teardown", ...common, "--yes"], env);
           assert.equal(down.code, 0, down.stderr);
           assert.deepEqual(await ipv6Blocks(), blocks, "the VPC keeps its IPv6 block");
-          const after = await inventory(m.endpoint);
+          const after = await inventory(c.endpoint);
           assert.ok(after.vpcs.includes(vpc.VpcId!) && after.subnets.includes(foreign.SubnetId!));
           assert.ok(after.internetGateways.includes(igw.InternetGatewayId!));
           assert.deepEqual(after, before);
@@ -161,42 +119,19 @@ testWith(
           await assert.rejects(s3.send(new HeadBucketCommand({ Bucket: bucket })));
         },
       );
-    } finally {
-      await sources.close();
-      await m.close();
-      await Deno.remove(tmp, { recursive: true });
-    }
-  },
+    }),
 );
 
 testWith(
   "setup into a reused VPC without IPv6: Podmin associates a block, keeps it on a second setup and teardown removes it, with real OpenTofu on moto",
   { ...REAL_TOFU, tools: ["distribution-registry", "skopeo"] },
-  async (t) => {
-    const m = await dedicatedMoto({ tofuShims: true });
-    const tmp = await Deno.makeTempDir({ prefix: "podmin-real-reuse-v4-" });
-    const sources = await setupSources(tmp).catch(async (err) => {
-      await m.close();
-      throw err;
-    });
-    try {
-      const credentials = { accessKeyId: "test", secretAccessKey: "test" };
-      const ec2 = new EC2Client({ region: REGION, endpoint: m.endpoint, credentials });
-      const s3 = new S3Client({
-        region: REGION,
-        endpoint: m.endpoint,
-        forcePathStyle: true,
-        credentials,
-      });
+  (t) =>
+    withRealTofuCluster("podmin-real-reuse-v4-", async (c) => {
+      const { ec2, s3, env } = c;
       const vpc = (await ec2.send(new CreateVpcCommand({ CidrBlock: "10.41.0.0/16" }))).Vpc!;
-      const before = await inventory(m.endpoint);
+      const before = await inventory(c.endpoint);
       const bucket = `podmin-reuse-v4-${Date.now().toString(36)}`;
-      const env = {
-        ...realTofuEnv(m.endpoint, REGION),
-        PODMIN_CACHE_DIR: `${tmp}/cache`,
-        PODMIN_HOME: `${tmp}/home`,
-      };
-      const setup = () => setupInto(bucket, "10.41.0.0/16", sources.args, env);
+      const setup = () => setupInto(c, bucket, "10.41.0.0/16");
       assert.deepEqual(await ipv6BlocksOf(ec2, vpc.VpcId!), [], "no IPv6 block yet");
       let block: string | undefined;
 
@@ -233,14 +168,9 @@ testWith(
         const down = await podmin(["teardown", ...common, "--yes"], env);
         assert.equal(down.code, 0, down.stderr);
         assert.deepEqual(await ipv6BlocksOf(ec2, vpc.VpcId!), [], "Podmin's block is gone");
-        assert.deepEqual(await inventory(m.endpoint), before);
+        assert.deepEqual(await inventory(c.endpoint), before);
         const gone = await podmin(["destroy", ...common, "--yes"], env);
         assert.equal(gone.code, 0, gone.stderr);
       });
-    } finally {
-      await sources.close();
-      await m.close();
-      await Deno.remove(tmp, { recursive: true });
-    }
-  },
+    }),
 );
