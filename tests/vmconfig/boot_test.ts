@@ -412,6 +412,22 @@ testWith(
           "dev",
           "ens6",
         ]);
+        // The rule of an older version (suppress_prefixlength 0) is replaced, not kept beside.
+        await must("ip", [
+          "-n",
+          ns.name,
+          "-6",
+          "rule",
+          "add",
+          "priority",
+          "1000",
+          "from",
+          PREFIX,
+          "lookup",
+          "main",
+          "suppress_prefixlength",
+          "0",
+        ]);
         const out = await run("ip", [
           "netns",
           "exec",
@@ -439,10 +455,28 @@ testWith(
           new RegExp(
             `1000:\\s+from ${
               PREFIX.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-            } lookup main suppress_prefixlength 0`,
+            } lookup main suppress_prefixlength 64`,
           ),
         );
+        assert.equal(rules.match(/^1000:/gm)?.length, 1, rules);
         assert.equal(rules.match(/^1001:/gm)?.length, 1, rules);
+        // A Pod's packet to another node (or its Pods) in the subnet's on-link /64 leaves through
+        // the Pod ENI, never the node ENI that main's first /64 route names.
+        for (const to of ["2600:1f18:4b2:aa00::77", "2600:1f18:4b2:aa00:5678::9"]) {
+          assert.match(
+            await must("ip", [
+              "-n",
+              ns.name,
+              "-6",
+              "route",
+              "get",
+              to,
+              "from",
+              "2600:1f18:4b2:aa00:1234::2",
+            ]),
+            /via fe80::1 dev ens6 table 100/,
+          );
+        }
         assert.match(
           await must("ip", ["-n", ns.name, "-6", "route", "show", "table", "100"]),
           /default via fe80::1 dev ens6/,

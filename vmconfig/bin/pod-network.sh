@@ -3,9 +3,13 @@
 # containerd and kubelet; podmin-pod-network.service).
 #
 # - IPv6 forwarding on; router advertisements still accepted on both ENIs (accept_ra=2).
-# - Pod-sourced traffic: "from PREFIX" uses the main table for everything but the default route
-#   (Pod-to-Pod and node-local routes stay local), then table POD_ROUTE_TABLE whose default
-#   route leaves through the Pod ENI, so EC2 sees Pod addresses only on the ENI that owns them.
+# - Pod-sourced traffic: "from PREFIX" uses the main table only for routes more specific than a
+#   /64 (the node's Pod /128 routes: Pod-to-Pod on the node stays local; the node's own addresses
+#   are in the local table), then table POD_ROUTE_TABLE whose default route leaves through the Pod
+#   ENI, so EC2 sees Pod addresses only on the ENI that owns them. The subnet's on-link /64 routes
+#   (router advertisements give one per ENI) are suppressed too: through them a Pod's packet to
+#   another node or another node's Pod, all in the same /64, would leave through whichever ENI the
+#   main table lists first, the node ENI included.
 # - Unallocated Pod addresses are unreachable instead of bouncing back to the VPC; ptp adds one
 #   /128 route per Pod, which is more specific.
 # The Pod ENI must have its ordinary IPv6 address and default router first (bounded wait).
@@ -49,6 +53,10 @@ done
 ip -6 route replace default via "$gateway" dev "$pod_if" table "$table"
 ip -6 route replace unreachable "$prefix" metric 1024
 rule_exists() { [[ -n $(ip -6 rule show priority "$1") ]]; }
-rule_exists 1000 || ip -6 rule add priority 1000 from "$prefix" lookup main suppress_prefixlength 0
+# A rule 1000 of an older version (suppress_prefixlength 0) is replaced.
+if [[ $(ip -6 rule show priority 1000) != *"suppress_prefixlength 64"* ]]; then
+  ip -6 rule del priority 1000 2>/dev/null || true
+  ip -6 rule add priority 1000 from "$prefix" lookup main suppress_prefixlength 64
+fi
 rule_exists 1001 || ip -6 rule add priority 1001 from "$prefix" lookup "$table"
 log "Pod prefix $prefix routed through $pod_if (via $gateway, table $table)"
