@@ -25,6 +25,12 @@ export interface NodeOverrideOptions {
   host: HostFacts;
   /** Where the machine reaches S3 and SSM (moto through the VPC's host link). */
   awsEndpointUrl: string;
+  /**
+   * Run the agent's eBPF dataplane (default false: off). On, the machine shares the kernel's BPF
+   * programs with the host, so no other test may count them while it runs (the suite runs test
+   * files one at a time).
+   */
+  dataplane?: boolean;
 }
 
 const TUNABLES = `#!/bin/sh
@@ -104,12 +110,18 @@ export function nodeOverrides(o: NodeOverrideOptions): NodeOverride[] {
 [Service]
 # On EC2 the SDK resolves S3's and SSM's regional names; here they are moto behind the VPC.
 Environment=AWS_ENDPOINT_URL=${o.awsEndpointUrl}
-# The eBPF dataplane stays off: this machine shares the kernel with other tests (the dataplane
+${
+        o.dataplane
+          ? ""
+          : `# The eBPF dataplane stays off: this machine shares the kernel with other tests (the dataplane
 # test counts every podmin_* program) and has no Services to load it for.
 ExecStart=
 ${agentExecStart()} --dataplane=off
-`,
-      reason: "AWS's endpoint names (moto here); the dataplane off on a shared kernel",
+`
+      }`,
+      reason: o.dataplane
+        ? "AWS's endpoint names (moto here)"
+        : "AWS's endpoint names (moto here); the dataplane off on a shared kernel",
     },
   ];
   const kubelet: string[] = [];

@@ -70,11 +70,20 @@ export interface MachineOptions {
   files?: MachineFile[];
   /** Units enabled before the first boot (WantedBy=multi-user.target). */
   enable?: string[];
+  /** The instance id (default a random `i-0…`), e.g. the one moto gave an ASG's instance. */
+  instanceId?: string;
+  /** The instance's zone in the metadata (default `us-east-1a`). */
+  availabilityZone?: string;
+  /**
+   * Environment of the stand-in for cloud-init, i.e. of the user-data: the user-data's own test
+   * overrides (`PODMIN_S3_BASE_URL`: AWS's S3 names do not resolve here).
+   */
+  userDataEnvironment?: Record<string, string>;
   /** The instance role's credentials in the metadata (default the emulator's). */
   roleCredentials?: { accessKeyId: string; secretAccessKey: string; sessionToken: string };
 }
 
-const CLOUD_INIT_UNIT =
+const cloudInitUnit = (environment: Record<string, string>) =>
   `# Podmin machine harness: stand-in for cloud-init's user-data stage (scripts-user, once per
 # instance). Not cloud-init: it only runs the user-data script EC2 would hand to it.
 [Unit]
@@ -86,6 +95,7 @@ ConditionPathExists=!/var/lib/cloud/instance/sem/config_scripts_user
 [Service]
 Type=oneshot
 RemainAfterExit=yes
+${Object.entries(environment).map(([k, v]) => `Environment="${k}=${v}"\n`).join("")}
 ExecStart=/bin/bash -c 'set -o pipefail; rc=0; /var/lib/cloud/instance/scripts/part-001 2>&1 | tee -a ${CLOUD_INIT_OUTPUT} || rc=$$?; mkdir -p /var/lib/cloud/instance/sem; date -u +%%s >/var/lib/cloud/instance/sem/config_scripts_user; exit $$rc'
 TimeoutStartSec=infinity
 
@@ -159,12 +169,12 @@ export class Machine {
     await Deno.mkdir(dir);
     await mustRun("cp", ["-a", "--reflink=auto", o.rootfs, path.join(dir, "root")]);
     const network = await o.vpc.attach(o.name, o.index);
-    const instanceId = "i-0" +
-      [...crypto.getRandomValues(new Uint8Array(8))].map((b) => b.toString(16).padStart(2, "0"))
-        .join("");
+    const instanceId = o.instanceId ?? "i-0" +
+        [...crypto.getRandomValues(new Uint8Array(8))].map((b) => b.toString(16).padStart(2, "0"))
+          .join("");
     const imds = startImds({
       instanceId,
-      availabilityZone: "us-east-1a",
+      availabilityZone: o.availabilityZone ?? "us-east-1a",
       roleCredentials: o.roleCredentials,
       enis: [network.node, network.pod].map((e) => ({
         mac: e.mac,
@@ -178,7 +188,10 @@ export class Machine {
     await o.vpc.routeImds(network, Number(new URL(imds.endpoint).port));
     const m = new Machine({ run: o.run, name: o.name, dir, network, imds, instanceId });
     const files: MachineFile[] = [
-      { file: `/etc/systemd/system/${USER_DATA_UNIT}`, content: CLOUD_INIT_UNIT },
+      {
+        file: `/etc/systemd/system/${USER_DATA_UNIT}`,
+        content: cloudInitUnit(o.userDataEnvironment ?? {}),
+      },
       { file: "/var/lib/cloud/instance/user-data.txt", content: o.userData, mode: 0o600 },
       { file: "/var/lib/cloud/instance/scripts/part-001", content: o.userData, mode: 0o700 },
       ...o.files ?? [],
@@ -421,6 +434,20 @@ export class Machine {
         await this.console(),
       );
     }
+  }
+
+  /**
+   * Cuts the power: SIGKILL to the machine's PID 1 (its whole PID namespace dies at once, no unit
+   * is stopped), then waits until nspawn exits. The root filesystem keeps what was written.
+   */
+  async powerCut(): Promise<void> {
+    const child = this.#nspawn;
+    const leader = this.#leader;
+    if (!child || leader === undefined) throw new MachineError(`${this.name} is not running`);
+    Deno.kill(leader, "SIGKILL");
+    await child.status;
+    this.#nspawn = undefined;
+    this.#leader = undefined;
   }
 
   /** Stops the machine (killing it if need be) and its emulator; the run removes the rest. */

@@ -31,16 +31,25 @@ export interface RealTofuCluster {
   setup(options: { bucket: string; cluster: string; args: string[] }): ReturnType<typeof podmin>;
 }
 
+/** Options of `withRealTofuCluster`. */
+export interface RealTofuClusterOptions {
+  /** Default us-east-1. */
+  region?: string;
+  /** What setup fetches, served from `tmp` (default `setupSources`: random bytes, a fake pause). */
+  sources?: (tmp: string) => Promise<SetupSources>;
+}
+
 /** Runs `body` with a fresh `RealTofuCluster` (a temporary directory named by `prefix`). */
 export async function withRealTofuCluster(
   prefix: string,
   body: (c: RealTofuCluster) => Promise<void>,
-  region = "us-east-1",
+  options: RealTofuClusterOptions = {},
 ): Promise<void> {
+  const region = options.region ?? "us-east-1";
   const m = await dedicatedMoto({ tofuShims: true });
   const tmp = await Deno.makeTempDir({ prefix });
   try {
-    const sources = await setupSources(tmp);
+    const sources = await (options.sources ?? setupSources)(tmp);
     try {
       const credentials = { accessKeyId: "test", secretAccessKey: "test" };
       const env = {

@@ -1,0 +1,509 @@
+/**
+ * The operator's path end to end (issue 31 item 3), in the cluster box: `podmin setup` of two
+ * NodeGroups (`default` and `workers,size=2`) applied by real OpenTofu on moto (with its shims,
+ * tests/support/real_tofu_cluster.ts); the three instances moto's Auto Scaling Groups launched
+ * boot as machines of the machine harness from exactly the user-data EC2 hands them
+ * (tests/support/box_fleet.ts), with the dependencies setup published (the test-built kubelet,
+ * containerd, crictl, CoreDNS, Debian's runc and CNI plugins, this Deno and the agent bundle:
+ * tests/support/box_sources.ts); their agents converge (`podmin get nodes`: three Converged).
+ * Then `podmin push` and `apply` of a Deployment on `workers` with a Service, its value in
+ * Parameter Store, and of a client Deployment on `default`: from the client Pod the Service's
+ * name resolves through its node's CoreDNS and TCP and UDP requests reach both worker Pods
+ * through the eBPF dataplane; each worker Pod answers with its Parameter Store value and holds a
+ * certificate `openssl verify` accepts against the published workload CA certificates;
+ * `crictl ps` works through the generated /etc/crictl.yaml on every machine. A worker whose power
+ * is cut boots again and its Pod serves again with no operator action. `podmin teardown` and
+ * `destroy` leave nothing in moto; afterwards no machine, namespace, link, cgroup or directory of
+ * the run is left. `deno task box` runs this file and prints each step.
+ */
+
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { CreateBucketCommand, GetObjectCommand, HeadBucketCommand } from "@aws-sdk/client-s3";
+import { PutParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
+import { writeDemoImageLayout } from "../../cli/local/demo_image.ts";
+import { readHostFacts } from "../../cli/local/host_overrides.ts";
+import { ensureSandboxImage } from "../../cli/local/local_node.ts";
+import { WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layout.ts";
+import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
+import { S3Store } from "../../core/store/s3_store.ts";
+import { DEFAULT_SANDBOX_IMAGE } from "../../vmconfig/render_user_data.ts";
+import { cgroupDirs } from "../support/box_cgroups.ts";
+import { clusterInstances, Fleet, type FleetMember } from "../support/box_fleet.ts";
+import { nodeOverrides } from "../support/box_node_overrides.ts";
+import { openBoxRun } from "../support/box_run.ts";
+import { boxSources } from "../support/box_sources.ts";
+import { createVpc } from "../support/box_vpc.ts";
+import { mustRun, runCommand } from "../support/command.ts";
+import { type Machine, MachineError } from "../support/machine.ts";
+import { pushStaticProgram } from "../support/node_images.ts";
+import { nodePeerProgram } from "../support/node_peers.ts";
+import { podmin } from "../support/programs.ts";
+import { REAL_TOFU } from "../support/real_tofu.ts";
+import { withRealTofuCluster } from "../support/real_tofu_cluster.ts";
+import { testWith } from "../support/requirements.ts";
+import { inventory } from "../support/tofu_outcome.ts";
+import { HOST_ARCH } from "../support/vendor_artifacts.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+const BUILD_ROOTFS = path.join(ROOT, "tests/peers/build_machine_rootfs.sh");
+const CLUSTER = "box";
+const INSTANCE_TYPE = HOST_ARCH === "amd64" ? "t3.medium" : "t4g.medium";
+const NODEGROUPS = [
+  `default,instance-type=${INSTANCE_TYPE}`,
+  `workers,size=2,instance-type=${INSTANCE_TYPE}`,
+];
+const SERVICES = [
+  "containerd.service",
+  "kubelet.service",
+  "podmin-coredns.service",
+  "podmin-agent.service",
+];
+const UNITS = ["podmin-box-user-data.service", "podmin-pod-network.service", ...SERVICES];
+/** Generous bounds for a slow, shared machine: they only stop a wait that would never end. */
+const USER_DATA_MS = 15 * 60_000;
+const CONVERGE_MS = 5 * 60_000;
+const GREETING = "hello from Parameter Store";
+
+/**
+ * The worker's program: on [::]:8080, TCP (one HTTP request) and UDP (one datagram) both
+ * answered with "<Pod hostname> <its `greeting` value file>"; exits on SIGTERM.
+ */
+const BOXECHO_C = `#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <fcntl.h>
+static void bye(int s) { (void)s; _exit(0); }
+static int answer(char *out, int size) {
+  char host[128] = "", value[256] = "";
+  gethostname(host, sizeof host - 1);
+  int fd = open("/var/run/secrets/podmin.dev/values/greeting", O_RDONLY);
+  if (fd >= 0) { ssize_t n = read(fd, value, sizeof value - 1); value[n > 0 ? n : 0] = 0; close(fd); }
+  return snprintf(out, size, "%s %s\\n", host, value);
+}
+int main(void) {
+  signal(SIGTERM, bye);
+  struct sockaddr_in6 a; memset(&a, 0, sizeof a);
+  a.sin6_family = AF_INET6; a.sin6_port = htons(8080); a.sin6_addr = in6addr_any;
+  int one = 1, t = socket(AF_INET6, SOCK_STREAM, 0), u = socket(AF_INET6, SOCK_DGRAM, 0);
+  setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(t, (void *)&a, sizeof a) || listen(t, 64) || bind(u, (void *)&a, sizeof a)) return 1;
+  struct pollfd p[2] = {{t, POLLIN, 0}, {u, POLLIN, 0}};
+  char in[1024], body[512], out[700];
+  for (;;) {
+    if (poll(p, 2, -1) < 0) continue;
+    if (p[0].revents) {
+      int c = accept(t, 0, 0);
+      if (c >= 0) {
+        ssize_t n = read(c, in, sizeof in - 1); (void)n;
+        int b = answer(body, sizeof body);
+        int m = snprintf(out, sizeof out, "HTTP/1.0 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n%s", b, body);
+        write(c, out, m); close(c);
+      }
+    }
+    if (p[1].revents) {
+      struct sockaddr_in6 from; socklen_t fl = sizeof from;
+      ssize_t n = recvfrom(u, in, sizeof in - 1, 0, (void *)&from, &fl);
+      if (n >= 0) { int m = answer(out, sizeof out); sendto(u, out, m, 0, (void *)&from, fl); }
+    }
+  }
+}
+`;
+
+/** Polls `check` (which says what it saw) until it returns true; throws with the last answer. */
+async function until(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<[boolean, string]>,
+): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  let seen = "";
+  while (true) {
+    const [ok, said] = await check().catch((e) => [false, String(e)] as [boolean, string]);
+    seen = said;
+    if (ok) return said;
+    if (Date.now() > deadline) throw new Error(`${what}: not reached (last: ${seen})`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+/**
+ * With PODMIN_BOX_HOLD=FILE, a failed step leaves the box running until FILE is removed, for a
+ * person to look inside (`ip netns exec <run>-m0 …`, `nsenter`); the run is removed afterwards.
+ */
+async function holdForInspection(runId: string): Promise<void> {
+  const file = Deno.env.get("PODMIN_BOX_HOLD");
+  if (!file) return;
+  await Deno.writeTextFile(file, `${runId}\n`);
+  console.error(`holding the box (run ${runId}) until ${file} is removed`);
+  while (await Deno.stat(file).then(() => true, () => false)) {
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+/** The id of the running container `name` on `m`, or "" when there is none. */
+async function containerId(m: Machine, name: string): Promise<string> {
+  const ps = await m.exec(["crictl", "ps", "--name", `^${name}$`, "--state", "running", "-q"]);
+  return ps.stdout.trim().split("\n")[0] ?? "";
+}
+
+/** The path of the network namespace of the Pod of container `id` on `m`. */
+async function podNetns(m: Machine, id: string): Promise<string> {
+  const pod = JSON.parse(await m.must(["crictl", "inspect", id])).info?.sandboxID;
+  const spec = JSON.parse(await m.must(["crictl", "inspectp", pod])).info?.runtimeSpec;
+  const ns = spec?.linux?.namespaces?.find((n: { type: string }) => n.type === "network")?.path;
+  if (!ns) throw new Error(`no network namespace for Pod ${pod}`);
+  return ns;
+}
+
+testWith(
+  "cluster box: setup with real OpenTofu, three ASG instances boot from their user-data, a Service answers a client Pod over TCP and UDP from both workers with values and certificates, a power cut, teardown and destroy; nothing is left",
+  {
+    root: true,
+    tools: [
+      "systemd-nspawn",
+      "mmdebstrap",
+      "nsenter",
+      "unshare",
+      "ip",
+      "nft",
+      "tar",
+      "runc",
+      "gcc",
+      "openssl",
+      ...(REAL_TOFU.tools ?? []),
+    ],
+    files: [
+      ...(REAL_TOFU.files ?? []),
+      ...(["kubelet", "containerd", "crictl", "coredns"] as const).map((p) =>
+        new URL(`file://${nodePeerProgram(p)}`)
+      ),
+    ],
+  },
+  async () => {
+    const rootfs = (await mustRun("bash", [BUILD_ROOTFS])).trim();
+    const run = await openBoxRun();
+    const vpc = await createVpc(run);
+    let fleet: Fleet | undefined;
+    const report = async (journals: string[]) => {
+      const parts = [];
+      for (const m of fleet?.members ?? []) {
+        if (m.machine.running) {
+          parts.push(await m.machine.report(UNITS, journals).catch((e) => String(e)));
+        }
+      }
+      return parts.join("\n");
+    };
+    /** Runs one named step; on failure prints the machines' reports and names the step. */
+    const step = async <T>(name: string, fn: () => Promise<T>, journals: string[] = []) => {
+      const started = Date.now();
+      console.error(`step ${name} ...`);
+      try {
+        const result = await fn();
+        console.error(`step ${name}: done (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+        return result;
+      } catch (err) {
+        const shown = err instanceof MachineError ? "" : await report(journals);
+        console.error(`step ${name} FAILED: ${err}\n${shown}`);
+        await holdForInspection(run.id);
+        throw new Error(`step "${name}" failed: ${(err as Error).message}`);
+      }
+    };
+    try {
+      await withRealTofuCluster("podmin-box-", async (c) => {
+        const bucket = `podmin-box-${Date.now().toString(36)}`;
+        const bucketUrl = `s3://${bucket}`;
+        const cli = (args: string[]) => podmin(["--bucket", bucketUrl, ...args], c.env);
+        const moto = vpc.expose(Number(new URL(c.endpoint).port));
+        const work = path.join(c.tmp, "box");
+        await Deno.mkdir(work);
+
+        const before = await inventory(c.endpoint);
+        await step("podmin setup of default and workers,size=2 with real OpenTofu", async () => {
+          // The sandbox image is stored as podmin local stores it offline (no registry.k8s.io
+          // here); setup finds it mirrored.
+          await c.s3.send(new CreateBucketCommand({ Bucket: bucket }));
+          await ensureSandboxImage({
+            store: new S3Store({
+              bucket,
+              region: c.region,
+              endpoint: c.endpoint,
+              credentials: () => Promise.resolve({ accessKeyId: "test", secretAccessKey: "test" }),
+            }),
+            ref: DEFAULT_SANDBOX_IMAGE,
+            log: () => {},
+            offline: true,
+          });
+          const out = await c.setup({
+            bucket,
+            cluster: CLUSTER,
+            args: [
+              "--vpc-cidr",
+              "10.0.0.0/16",
+              ...NODEGROUPS.flatMap((n) => ["--nodegroup", n]),
+              "--workload-ca-publish",
+              `${bucketUrl}/published/workload-ca.pem`,
+            ],
+          });
+          assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+          assert.match(out.stdout + out.stderr, /NodeGroup workers: 2\/2 healthy/);
+        });
+
+        const overrides = nodeOverrides({
+          host: await readHostFacts(),
+          awsEndpointUrl: moto.url,
+          dataplane: true,
+        });
+        for (const o of overrides) console.error(`machine override ${o.file}: ${o.reason}`);
+        fleet = new Fleet({
+          run,
+          vpc,
+          rootfs,
+          files: overrides,
+          enable: ["podmin-box-kernel-tunables.service"],
+          userDataEnvironment: { PODMIN_S3_BASE_URL: `${moto.url}/${bucket}` },
+        });
+        const machines = fleet;
+        await step(
+          "the ASGs' three instances boot from their launch templates' user-data",
+          async () => {
+            const instances = await clusterInstances(c.ec2, CLUSTER);
+            assert.deepEqual(
+              instances.map((i) => i.nodeGroup).sort(),
+              ["default", "workers", "workers"],
+            );
+            await machines.reconcile(instances);
+            await Promise.all(machines.members.map((m) => m.machine.waitUserData(USER_DATA_MS)));
+            for (const m of machines.members) {
+              assert.match(
+                await m.machine.cloudInitOutput(),
+                /podmin-user-data: boot complete \(node\)/,
+              );
+            }
+          },
+        );
+
+        const converged = async (want: number) => {
+          const got = await cli(["get", "nodes"]);
+          const rows = got.stdout.split("\n").filter((l) => /\bConverged\b/.test(l));
+          const ids = machines.members.map((m) => m.instance.instanceId);
+          return [
+            rows.length === want && ids.every((id) => got.stdout.includes(id)),
+            got.stdout + got.stderr,
+          ] as [boolean, string];
+        };
+        await step(
+          "podmin get nodes: three Converged nodes",
+          () => until("three Converged nodes", CONVERGE_MS, () => converged(3)),
+          ["podmin-agent.service"],
+        );
+
+        await step("crictl ps through /etc/crictl.yaml on every machine", async () => {
+          for (const m of machines.members) {
+            const ps = await m.machine.must(["crictl", "ps", "-a"]);
+            assert.match(ps, /^CONTAINER\s+IMAGE\s+CREATED\s+STATE\s+NAME/m);
+          }
+        });
+
+        await step("push the images, a value in Parameter Store, apply", async () => {
+          await pushStaticProgram({
+            work,
+            bucket: bucketUrl,
+            env: c.env,
+            name: "boxecho",
+            source: BOXECHO_C,
+          });
+          const demo = await writeDemoImageLayout({
+            dir: path.join(work, "demo-1.0"),
+            version: "1.0",
+            arches: [HOST_ARCH],
+          });
+          const pushed = await cli(["push", `oci:${demo}:1.0`, "apps/demo:1.0"]);
+          assert.equal(pushed.code, 0, pushed.stderr);
+          const ssm = new SSMClient({
+            region: c.region,
+            endpoint: c.endpoint,
+            credentials: { accessKeyId: "test", secretAccessKey: "test" },
+          });
+          try {
+            await ssm.send(
+              new PutParameterCommand({
+                Name: `/${CLUSTER}/default/hello/greeting`,
+                Value: GREETING,
+                Type: "SecureString",
+              }),
+            );
+          } finally {
+            ssm.destroy();
+          }
+          const file = path.join(work, "apps.yaml");
+          await Deno.writeTextFile(
+            file,
+            `apiVersion: podmin.dev/v1
+kind: Deployment
+metadata: {name: hello}
+spec:
+  nodeGroup: workers
+  secrets: [{key: greeting, from: ssm}]
+  template:
+    metadata: {labels: {app: hello}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: hello
+          image: ${REGISTRY_HOSTNAME}/apps/boxecho:1.0
+          command: ["/boxecho"]
+---
+apiVersion: podmin.dev/v1
+kind: Service
+metadata: {name: hello}
+spec:
+  selector: {app: hello}
+  ports:
+    - {name: http, port: 80, targetPort: 8080, protocol: TCP}
+    - {name: udp, port: 53, targetPort: 8080, protocol: UDP}
+---
+apiVersion: podmin.dev/v1
+kind: Deployment
+metadata: {name: client}
+spec:
+  nodeGroup: default
+  template:
+    metadata: {labels: {app: client}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: client
+          image: ${REGISTRY_HOSTNAME}/apps/demo:1.0
+          args: ["sleep"]
+`,
+          );
+          const applied = await cli(["apply", "-f", file]);
+          assert.equal(applied.code, 0, applied.stderr);
+        });
+
+        const client = machines.of("default")[0].machine;
+        const workers = machines.of("workers");
+        const services = await cli(["get", "services", "-o", "json"]);
+        const listed = JSON.parse(services.stdout);
+        const vip: string = (listed.items ?? [listed]).find((s: { metadata: { name: string } }) =>
+          s.metadata.name === "hello"
+        )?.status?.vip;
+        assert.ok(vip, services.stdout);
+
+        /** Asks the Service from the client Pod until both worker Pods have answered. */
+        const bothAnswer = async (what: string) => {
+          const tcp = new Set<string>();
+          const udp = new Set<string>();
+          await step(
+            `${what}: from the client Pod, TCP by name and UDP to the VIP reach both worker Pods`,
+            () =>
+              until("answers from both workers", CONVERGE_MS, async () => {
+                const id = await containerId(client, "client");
+                if (!id) return [false, "no running client container"];
+                const got = await client.exec([
+                  "crictl",
+                  "exec",
+                  id,
+                  "/demo",
+                  "get",
+                  "hello",
+                  "80",
+                ]);
+                if (got.code === 0) tcp.add(got.stdout.trim());
+                const netns = await podNetns(client, id);
+                const dgram = await client.exec([
+                  "nsenter",
+                  `--net=${netns}`,
+                  "bash",
+                  "-c",
+                  // One read(2) of a datagram: bash's own `read` takes a byte and loses the rest.
+                  `exec 3<>/dev/udp/${vip}/53; printf ping >&3; timeout 3 dd bs=1024 count=1 status=none <&3`,
+                ]);
+                if (dgram.stdout.trim()) udp.add(dgram.stdout.trim());
+                return [
+                  tcp.size >= 2 && udp.size >= 2,
+                  `tcp ${JSON.stringify([...tcp])} (last: ${got.stdout}${got.stderr}); udp ${
+                    JSON.stringify([...udp])
+                  } (last: ${dgram.stdout}${dgram.stderr})`,
+                ];
+              }),
+            ["podmin-agent.service", "podmin-coredns.service", "kubelet.service"],
+          );
+          for (const answer of [...tcp, ...udp]) {
+            assert.ok(answer.endsWith(` ${GREETING}`), `the Pod's value: ${answer}`);
+          }
+          assert.equal(tcp.size, 2, [...tcp].join("; "));
+          assert.deepEqual([...udp].sort(), [...tcp].sort());
+        };
+        await bothAnswer("first boot");
+
+        await step(
+          "each worker Pod's certificate verifies against the published bundle",
+          async () => {
+            const state = JSON.parse(
+              await (await c.s3.send(
+                new GetObjectCommand({ Bucket: bucket, Key: WORKLOAD_CA_STATE }),
+              ))
+                .Body!.transformToString(),
+            );
+            const bundle = path.join(work, "workload-ca.pem");
+            await Deno.writeTextFile(
+              bundle,
+              state.certificates.map((e: { pem: string }) => e.pem).join("\n"),
+            );
+            for (const w of workers) {
+              const dirs = (await w.machine.must(["ls", "/run/podmin/tls"])).split("\n")
+                .filter((d) => d.startsWith("default_hello"));
+              assert.equal(dirs.length, 1, `TLS directories on ${w.instance.instanceId}: ${dirs}`);
+              const leaf = path.join(work, `${w.instance.instanceId}.crt`);
+              await Deno.writeTextFile(
+                leaf,
+                await w.machine.must(["cat", `/run/podmin/tls/${dirs[0]}/tls.crt`]),
+              );
+              const verified = await runCommand("openssl", ["verify", "-CAfile", bundle, leaf]);
+              assert.equal(verified.code, 0, verified.stdout + verified.stderr);
+            }
+          },
+        );
+
+        await step(
+          "a worker's power is cut; it boots again and serves with no operator action",
+          async () => {
+            const w: FleetMember = workers[0];
+            await w.machine.powerCut();
+            await w.machine.boot();
+          },
+        );
+        await bothAnswer("after the power cut");
+
+        await step("podmin teardown and destroy leave nothing in moto", async () => {
+          const common = ["--cluster", CLUSTER, "--region", c.region, "--yes"];
+          const down = await cli(["teardown", ...common]);
+          assert.equal(down.code, 0, `${down.stdout}\n${down.stderr}`);
+          await machines.reconcile(await clusterInstances(c.ec2, CLUSTER));
+          assert.deepEqual(machines.members, []);
+          assert.deepEqual(await inventory(c.endpoint), before);
+          const gone = await cli(["destroy", ...common]);
+          assert.equal(gone.code, 0, `${gone.stdout}\n${gone.stderr}`);
+          await assert.rejects(c.s3.send(new HeadBucketCommand({ Bucket: bucket })));
+        });
+        await moto.close();
+      }, { sources: boxSources });
+    } finally {
+      await fleet?.destroy();
+      await vpc.close();
+      await run.close();
+    }
+    await assert.rejects(Deno.stat(run.dir));
+    const netns = await mustRun("ip", ["netns", "list"]);
+    assert.ok(!netns.includes(run.id), netns);
+    const links = await mustRun("ip", ["-o", "link", "show"]);
+    assert.ok(!links.includes(run.id), links);
+    assert.deepEqual(await cgroupDirs(run.id), []);
+  },
+);
