@@ -35,7 +35,8 @@ import { openBoxRun } from "../support/box_run.ts";
 import { boxSources } from "../support/box_sources.ts";
 import { createVpc } from "../support/box_vpc.ts";
 import { mustRun, runCommand } from "../support/command.ts";
-import { type Machine, MachineError } from "../support/machine.ts";
+import type { Machine } from "../support/machine.ts";
+import { machineSteps, until } from "../support/box_steps.ts";
 import { pushStaticProgram } from "../support/node_images.ts";
 import { nodePeerProgram } from "../support/node_peers.ts";
 import { podmin } from "../support/programs.ts";
@@ -114,37 +115,6 @@ int main(void) {
 }
 `;
 
-/** Polls `check` (which says what it saw) until it returns true; throws with the last answer. */
-async function until(
-  what: string,
-  timeoutMs: number,
-  check: () => Promise<[boolean, string]>,
-): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  let seen = "";
-  while (true) {
-    const [ok, said] = await check().catch((e) => [false, String(e)] as [boolean, string]);
-    seen = said;
-    if (ok) return said;
-    if (Date.now() > deadline) throw new Error(`${what}: not reached (last: ${seen})`);
-    await new Promise((r) => setTimeout(r, 1000));
-  }
-}
-
-/**
- * With PODMIN_BOX_HOLD=FILE, a failed step leaves the box running until FILE is removed, for a
- * person to look inside (`ip netns exec <run>-m0 …`, `nsenter`); the run is removed afterwards.
- */
-async function holdForInspection(runId: string): Promise<void> {
-  const file = Deno.env.get("PODMIN_BOX_HOLD");
-  if (!file) return;
-  await Deno.writeTextFile(file, `${runId}\n`);
-  console.error(`holding the box (run ${runId}) until ${file} is removed`);
-  while (await Deno.stat(file).then(() => true, () => false)) {
-    await new Promise((r) => setTimeout(r, 1000));
-  }
-}
-
 /** The id of the running container `name` on `m`, or "" when there is none. */
 async function containerId(m: Machine, name: string): Promise<string> {
   const ps = await m.exec(["crictl", "ps", "--name", `^${name}$`, "--state", "running", "-q"]);
@@ -189,30 +159,8 @@ testWith(
     const run = await openBoxRun();
     const vpc = await createVpc(run);
     let fleet: Fleet | undefined;
-    const report = async (journals: string[]) => {
-      const parts = [];
-      for (const m of fleet?.members ?? []) {
-        if (m.machine.running) {
-          parts.push(await m.machine.report(UNITS, journals).catch((e) => String(e)));
-        }
-      }
-      return parts.join("\n");
-    };
-    /** Runs one named step; on failure prints the machines' reports and names the step. */
-    const step = async <T>(name: string, fn: () => Promise<T>, journals: string[] = []) => {
-      const started = Date.now();
-      console.error(`step ${name} ...`);
-      try {
-        const result = await fn();
-        console.error(`step ${name}: done (${((Date.now() - started) / 1000).toFixed(1)} s)`);
-        return result;
-      } catch (err) {
-        const shown = err instanceof MachineError ? "" : await report(journals);
-        console.error(`step ${name} FAILED: ${err}\n${shown}`);
-        await holdForInspection(run.id);
-        throw new Error(`step "${name}" failed: ${(err as Error).message}`);
-      }
-    };
+    /** Runs one named step; on failure prints every running machine's report, names the step. */
+    const step = machineSteps(() => fleet?.members.map((m) => m.machine), UNITS);
     try {
       await withRealTofuCluster("podmin-box-", async (c) => {
         const bucket = `podmin-box-${Date.now().toString(36)}`;

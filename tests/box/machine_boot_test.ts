@@ -26,15 +26,6 @@ import { readHostFacts } from "../../cli/local/host_overrides.ts";
 import { writeDemoImageLayout } from "../../cli/local/demo_image.ts";
 import { ensureSandboxImage } from "../../cli/local/local_node.ts";
 import { ensureClusterCas } from "../../cli/setup/cluster_cas.ts";
-import { DependencyCache } from "../../cli/setup/dependency_cache.ts";
-import {
-  type LocalDependency,
-  planDependencies,
-  publishDependencies,
-  wantedDependencies,
-} from "../../cli/setup/dependency_sync.ts";
-import { VERSION } from "../../core/kit/version.ts";
-import { sha256Hex } from "../../core/kit/digest.ts";
 import { DEPLOYMENT_INDEX, dnsNodeKey, SERVICE_INDEX } from "../../core/bucket/bucket_layout.ts";
 import {
   emptyDeploymentIndex,
@@ -42,7 +33,6 @@ import {
 } from "../../core/bucket/deployment_index.ts";
 import { emptyServiceIndex, serializeServiceIndex } from "../../core/bucket/service_index.ts";
 import { openStore } from "../../core/store/store_url.ts";
-import { buildVmconfigArchive } from "../../vmconfig/archive.ts";
 import {
   DEFAULT_SANDBOX_IMAGE,
   dependenciesForKind,
@@ -54,18 +44,20 @@ import { openBoxRun } from "../support/box_run.ts";
 import { nodeOverrides } from "../support/box_node_overrides.ts";
 import { createVpc } from "../support/box_vpc.ts";
 import { cgroupDirs } from "../support/box_cgroups.ts";
-import { mustRun, runCommand } from "../support/command.ts";
-import { serveFiles } from "../support/file_server.ts";
-import { Machine, MachineError } from "../support/machine.ts";
-import { moto } from "../support/moto.ts";
-import { NODE_PEERS, nodePeerProgram, pinnedVersion } from "../support/node_peers.ts";
-import { testWith } from "../support/requirements.ts";
 import {
-  catalogOf,
-  HOST_ARCH,
-  servedArtifacts,
-  vendorArtifacts,
-} from "../support/vendor_artifacts.ts";
+  agentBundle,
+  artifactVersions,
+  publishAsSetup,
+  vmconfigDependency,
+} from "../support/box_setup.ts";
+import { machineSteps, until } from "../support/box_steps.ts";
+import { TUNABLES_UNIT } from "../support/box_overrides.ts";
+import { mustRun, runCommand } from "../support/command.ts";
+import { Machine } from "../support/machine.ts";
+import { moto } from "../support/moto.ts";
+import { nodePeerProgram } from "../support/node_peers.ts";
+import { testWith } from "../support/requirements.ts";
+import { HOST_ARCH, vendorArtifacts } from "../support/vendor_artifacts.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const BUILD_ROOTFS = path.join(ROOT, "tests/peers/build_machine_rootfs.sh");
@@ -83,59 +75,6 @@ const UNITS = ["podmin-box-user-data.service", "podmin-pod-network.service", ...
 const USER_DATA_MS = 15 * 60_000;
 const SERVICES_MS = 5 * 60_000;
 const POWER_OFF_MS = 4 * 60_000;
-
-/** The agent as setup ships it without `deno compile`: the Deno runtime plus the bundle. */
-async function agentBundle(work: string): Promise<LocalDependency> {
-  const dist = path.join(work, "dist");
-  await Deno.mkdir(dist, { recursive: true });
-  const out = await runCommand("bash", [path.join(ROOT, "cli/build.sh"), "bundle"], {
-    env: { ...Deno.env.toObject(), PODMIN_DIST: dist },
-  });
-  if (out.code !== 0) throw new Error(`deno task bundle failed: ${out.stderr}`);
-  const bytes = await Deno.readFile(path.join(dist, "podmin-agent.js"));
-  return {
-    name: "podmin-agent-bundle",
-    version: `${VERSION}-${sha256Hex(bytes).slice(0, 12)}`,
-    arch: HOST_ARCH,
-    bytes,
-  };
-}
-
-/**
- * The versions of the served files: the catalogue's pins for the four Go-built peers (built at
- * exactly those versions), the installed versions of Debian's runc and CNI plugins, this Deno.
- * configure.sh reads them (containerd's config schema, kubelet's feature gates).
- */
-async function artifactVersions(): Promise<Record<string, string>> {
-  const debian = async (pkg: string) =>
-    (await mustRun("dpkg-query", ["-W", "-f", "${Version}", pkg])).replace(
-      /[^A-Za-z0-9._+~-]/g,
-      "_",
-    );
-  return {
-    ...Object.fromEntries(NODE_PEERS.map((p) => [p, pinnedVersion(p)])),
-    runc: await debian("runc"),
-    "cni-plugins": await debian("containernetworking-plugins"),
-    deno: Deno.version.deno,
-  };
-}
-
-/** Polls `check` (which says what it saw) until it returns true; throws with the last answer. */
-async function until(
-  what: string,
-  timeoutMs: number,
-  check: () => Promise<[boolean, string]>,
-): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  let seen = "";
-  while (true) {
-    const [ok, said] = await check().catch((e) => [false, String(e)] as [boolean, string]);
-    seen = said;
-    if (ok) return said;
-    if (Date.now() > deadline) throw new Error(`${what}: not reached (last: ${seen})`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
 
 testWith(
   "machine: a node machine boots from its NodeGroup's user-data with setup's dependencies; containerd, kubelet, CoreDNS, the agent and a Deployment's Pod come up, and again after a reboot; nothing is left",
@@ -163,27 +102,7 @@ testWith(
     const work = path.join(run.dir, "work");
     await Deno.mkdir(work);
     let machine: Machine | undefined;
-    let server: ReturnType<typeof serveFiles> | undefined;
-    /** Runs one named step; on failure prints the machine's report and names the step. */
-    const step = async <T>(
-      name: string,
-      fn: () => Promise<T>,
-      journals: string[] = [],
-    ): Promise<T> => {
-      const started = Date.now();
-      try {
-        const result = await fn();
-        console.error(`step ${name}: done (${((Date.now() - started) / 1000).toFixed(1)} s)`);
-        return result;
-      } catch (err) {
-        // A MachineError carries the machine's report already.
-        const report = machine?.running && !(err instanceof MachineError)
-          ? await machine.report(UNITS, journals).catch((e) => String(e))
-          : "";
-        console.error(`step ${name} FAILED: ${err}\n${report}`);
-        throw new Error(`step "${name}" failed: ${(err as Error).message}`);
-      }
-    };
+    const step = machineSteps(() => machine, UNITS);
     try {
       // What `podmin setup` uploads: the dependencies (its own sync, from the catalogue), the
       // cluster CAs and the empty indexes.
@@ -192,22 +111,13 @@ testWith(
       const published = await step("setup uploads the dependencies", async () => {
         const artifacts = await vendorArtifacts(work);
         artifacts.set("deno", await Deno.readFile(Deno.execPath()));
-        const { files, sha } = servedArtifacts(artifacts);
-        server = serveFiles(files);
-        const catalog = catalogOf(sha, server.url, await artifactVersions());
-        const vmconfig = buildVmconfigArchive();
-        const local: LocalDependency[] = [
-          { name: "vmconfig", version: vmconfig.version, arch: HOST_ARCH, bytes: vmconfig.bytes },
-          await agentBundle(work),
-        ];
         const store = openStore(`s3://${bucket}`);
-        const wanted = wantedDependencies({ catalog, local, architectures: [HOST_ARCH] });
-        const plan = await planDependencies(store, wanted);
-        const result = await publishDependencies({
+        const entries = await publishAsSetup({
           store,
-          cache: new DependencyCache({ dir: path.join(work, "cache") }),
-          plan,
-          local,
+          work,
+          artifacts,
+          versions: await artifactVersions(),
+          local: [vmconfigDependency(), await agentBundle(work)],
         });
         await ensureClusterCas({ ssm: new SSMClient({ region: "us-east-1" }), cluster: CLUSTER });
         await store.put(DEPLOYMENT_INDEX, serializeDeploymentIndex(emptyDeploymentIndex()));
@@ -219,7 +129,7 @@ testWith(
           log: () => {},
           offline: true,
         });
-        return result.manifest.architectures[HOST_ARCH] ?? [];
+        return entries;
       });
       const s3 = vpc.expose(m.port);
       const userData = renderUserData({
@@ -241,7 +151,7 @@ testWith(
         rootfs,
         userData: userData.text,
         files: overrides,
-        enable: ["podmin-box-kernel-tunables.service"],
+        enable: [TUNABLES_UNIT],
       });
       const node = machine;
 
@@ -425,7 +335,6 @@ spec:
     } finally {
       await machine?.destroy();
       await vpc.close();
-      await server?.close();
       await run.close();
     }
     // Nothing of the run is left: directory, namespaces, links, cgroups.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the root filesystem the machine harness (tests/support/machine.ts) boots with
 # systemd-nspawn: Debian bookworm, the release of the node AMI, made by mmdebstrap (variant minbase)
-# with systemd as PID 1 and what the node's user-data and vmconfig's scripts call at boot, plus the
-# files an installed system has and minbase lacks (/etc/hosts: containerd copies it into every Pod
-# sandbox). Cached by a version key (this script's text, which holds the suite, variant and
+# with systemd as PID 1 and what the user-data and vmconfig's scripts (node and NAT kinds) call at
+# boot, plus the files an installed system has and minbase lacks (/etc/hosts: containerd copies it
+# into every Pod sandbox). Cached by a version key (this script's text, which holds the suite, variant and
 # packages, and the mmdebstrap version) under $PODMIN_TEST_BIN/machine/rootfs-<key>/, so a warm run
 # does nothing; a build goes into a temporary directory renamed into place, so an interrupted build
 # never leaves a half-filled cache entry.
@@ -15,13 +15,15 @@
 #   systemd systemd-sysv dbus  PID 1, systemctl (restart.sh), journald, the units
 #   iproute2                   ip (bootstrap.sh, pod-network.sh); brings libbpf1, the agent's FFI
 #   curl ca-certificates       the user-data's SigV4-signed downloads and IMDSv2 calls
-#   kmod                       modprobe (containerd.service's ExecStartPre)
+#   kmod                       modprobe (containerd.service's ExecStartPre, nat.sh)
+#   nftables procps            nft and sysctl (nat.sh, the NAT kind; Debian's cloud images have
+#                              both: priority important)
 # Needs root; installs Debian's mmdebstrap and systemd-container (systemd-nspawn) when missing.
 set -euo pipefail
 
 SUITE=bookworm
 VARIANT=minbase
-PACKAGES=(systemd systemd-sysv dbus iproute2 curl ca-certificates kmod)
+PACKAGES=(systemd systemd-sysv dbus iproute2 curl ca-certificates kmod nftables procps)
 PODMIN_TEST_BIN=${PODMIN_TEST_BIN:-/opt/podmin-test/bin}
 out_root=$PODMIN_TEST_BIN/machine
 

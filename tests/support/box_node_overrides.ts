@@ -2,22 +2,21 @@
  * What a node machine of the harness changes in the node vmconfig makes, and why: only what a
  * container on this shared kernel, or a test without AWS's endpoints, cannot run as generated.
  * Each override is a file written into the machine before its first boot (systemd drop-ins beside
- * the product's units, which stay unchanged, and one unit), with its reason; the test prints them.
+ * the product's units, which stay unchanged, and one unit: enable `TUNABLES_UNIT`), with its
+ * reason (box_overrides.ts); the test prints them.
  */
 
 import type { HostFacts } from "../../cli/local/host_overrides.ts";
 import { VMCONFIG_ASSETS } from "../../vmconfig/assets.ts";
+import {
+  type BoxOverride,
+  privateTunables,
+  requiresDropIn,
+  TUNABLES_UNIT,
+} from "./box_overrides.ts";
 
 /** One file of the overrides. */
-export interface NodeOverride {
-  /** Real path inside the machine. */
-  file: string;
-  content: string;
-  /** Permission bits (default 0644). */
-  mode?: number;
-  /** Why the machine needs it (what a real node has instead). */
-  reason: string;
-}
+export type NodeOverride = BoxOverride;
 
 /** What the node overrides depend on. */
 export interface NodeOverrideOptions {
@@ -32,35 +31,6 @@ export interface NodeOverrideOptions {
    */
   dataplane?: boolean;
 }
-
-const TUNABLES = `#!/bin/sh
-# Podmin machine harness: kubelet sets vm.overcommit_memory=1, kernel.panic=10 and
-# kernel.panic_on_oops=1 at start (and fails when it cannot). They are not namespaced: in this
-# container they would be the host's. The machine sees private files with kubelet's values.
-set -eu
-dir=/run/podmin-box/sysctl
-mkdir -p "$dir"
-for kv in vm/overcommit_memory=1 kernel/panic=10 kernel/panic_on_oops=1; do
-  key=\${kv%=*}
-  file=$dir/$(echo "$key" | tr / .)
-  echo "\${kv#*=}" >"$file"
-  grep -q " /proc/sys/$key " /proc/self/mountinfo || mount --bind "$file" "/proc/sys/$key"
-done
-`;
-
-const TUNABLES_UNIT = `# Podmin machine harness: see /etc/podmin-box/kernel-tunables.sh.
-[Unit]
-Description=Private kernel tunables for kubelet (podmin machine harness)
-Before=kubelet.service
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/etc/podmin-box/kernel-tunables.sh
-
-[Install]
-WantedBy=multi-user.target
-`;
 
 const KUBELET_CONFIG = `#!/bin/sh
 # Podmin machine harness: the generated kubelet configuration plus failCgroupV1: false (the same
@@ -93,17 +63,15 @@ function agentExecStart(): string {
 /** The overrides a node machine needs on this host. */
 export function nodeOverrides(o: NodeOverrideOptions): NodeOverride[] {
   const out: NodeOverride[] = [
-    {
-      file: "/etc/podmin-box/kernel-tunables.sh",
-      content: TUNABLES,
-      mode: 0o755,
-      reason: "kubelet's kernel tunables are not namespaced (a VM has its own kernel)",
-    },
-    {
-      file: "/etc/systemd/system/podmin-box-kernel-tunables.service",
-      content: TUNABLES_UNIT,
-      reason: "runs kernel-tunables.sh every boot, before kubelet",
-    },
+    ...privateTunables({
+      values: { "vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1" },
+      why: [
+        "kubelet sets vm.overcommit_memory=1, kernel.panic=10 and",
+        "kernel.panic_on_oops=1 at start (and fails when it cannot). They are not namespaced: in this",
+        "container they would be the host's. The machine sees private files with kubelet's values.",
+      ],
+      before: ["kubelet.service"],
+    }),
     {
       file: "/etc/systemd/system/podmin-agent.service.d/podmin-box.conf",
       content: `# Podmin machine harness.
@@ -163,18 +131,13 @@ ${agentExecStart()} --dataplane=off
       reason: "containerd starts with that copy",
     });
   }
-  out.push({
-    file: "/etc/systemd/system/kubelet.service.d/podmin-box.conf",
-    content: [
-      "# Podmin machine harness.",
-      "[Unit]",
-      "Requires=podmin-box-kernel-tunables.service",
-      "After=podmin-box-kernel-tunables.service",
-      "[Service]",
-      ...kubelet,
-      "",
-    ].join("\n"),
-    reason: "kubelet starts after the private kernel tunables",
-  });
+  out.push(
+    requiresDropIn(
+      "kubelet.service",
+      [TUNABLES_UNIT],
+      "kubelet starts after the private kernel tunables",
+      kubelet,
+    ),
+  );
   return out;
 }

@@ -18,14 +18,15 @@
  *   network-online.target, as root, its output appended to /var/log/cloud-init-output.log (and to
  *   the journal); nothing else of cloud-init (no hostname, no network configuration);
  * - IMDS, the ENI attachment and the VPC's addressing: see box_vpc.ts; the emulator
- *   (tests/support/imds_emulator.ts) answers the instance id, role credentials, ENIs and the
- *   delegated /80 (assigned at launch).
+ *   (tests/support/imds_emulator.ts) answers the instance id, role credentials, instance tags,
+ *   ENIs (with the VPC's IPv6 block) and the delegated /80 (assigned at launch), and EC2's
+ *   AttachNetworkInterface for the machine's spare ENIs, which the VPC then hot-plugs.
  */
 
 import * as path from "node:path";
 import { cgroupDirs, createCgroup } from "./box_cgroups.ts";
 import type { BoxRun } from "./box_run.ts";
-import type { MachineNetwork, Vpc } from "./box_vpc.ts";
+import type { MachineNetwork, SpareEni, Vpc } from "./box_vpc.ts";
 import { CommandError, type CommandOutput, mustRun, runCommand } from "./command.ts";
 import { type Imds, startImds } from "./imds_emulator.ts";
 
@@ -79,6 +80,12 @@ export interface MachineOptions {
    * overrides (`PODMIN_S3_BASE_URL`: AWS's S3 names do not resolve here).
    */
   userDataEnvironment?: Record<string, string>;
+  /** A Pod ENI as device 1 (a node's; default true). */
+  podEni?: boolean;
+  /** Instance tags in the metadata (instance metadata tags on). */
+  tags?: Record<string, string>;
+  /** ENIs AttachNetworkInterface may attach to this machine (the VPC hot-plugs them). */
+  spareEnis?: SpareEni[];
   /** The instance role's credentials in the metadata (default the emulator's). */
   roleCredentials?: { accessKeyId: string; secretAccessKey: string; sessionToken: string };
 }
@@ -168,22 +175,38 @@ export class Machine {
     const dir = path.join(o.run.dir, o.name);
     await Deno.mkdir(dir);
     await mustRun("cp", ["-a", "--reflink=auto", o.rootfs, path.join(dir, "root")]);
-    const network = await o.vpc.attach(o.name, o.index);
+    const network = await o.vpc.attach(o.name, o.index, { podEni: o.podEni });
     const instanceId = o.instanceId ?? "i-0" +
         [...crypto.getRandomValues(new Uint8Array(8))].map((b) => b.toString(16).padStart(2, "0"))
           .join("");
+    const vpcIpv6CidrBlocks = [o.vpc.block6];
+    const spares = o.spareEnis ?? [];
     const imds = startImds({
       instanceId,
       availabilityZone: o.availabilityZone ?? "us-east-1a",
       roleCredentials: o.roleCredentials,
-      enis: [network.node, network.pod].map((e) => ({
+      enis: [network.node, ...network.pod ? [network.pod] : []].map((e) => ({
         mac: e.mac,
         deviceNumber: e.deviceNumber,
         interfaceId: e.interfaceId,
         ipv6s: [e.ipv6],
+        vpcIpv6CidrBlocks,
         ...("prefix" in e ? { ipv6Prefix: e.prefix } : {}),
-        ...("ipv4" in e ? { localIpv4s: [e.ipv4], subnetIpv4CidrBlock: "10.0.1.0/24" } : {}),
+        ...("ipv4" in e ? { localIpv4s: [e.ipv4], subnetIpv4CidrBlock: o.vpc.subnet4 } : {}),
       })),
+      tags: o.tags,
+      attachable: spares.map((e) => ({
+        mac: e.mac,
+        interfaceId: e.interfaceId,
+        ipv6s: [e.ipv6],
+        localIpv4s: [e.ipv4],
+        subnetIpv4CidrBlock: o.vpc.subnet4,
+        vpcIpv6CidrBlocks,
+      })),
+      onAttach: async (attached) => {
+        const eni = spares.find((e) => e.interfaceId === attached.interfaceId)!;
+        await o.vpc.plug(network, eni, attached.deviceNumber);
+      },
     });
     await o.vpc.routeImds(network, Number(new URL(imds.endpoint).port));
     const m = new Machine({ run: o.run, name: o.name, dir, network, imds, instanceId });
