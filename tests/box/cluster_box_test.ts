@@ -12,13 +12,22 @@
  * through the eBPF dataplane; each worker Pod answers with its Parameter Store value and holds a
  * certificate `openssl verify` accepts against the published workload CA certificates;
  * `crictl ps` works through the generated /etc/crictl.yaml on every machine. A worker whose power
- * is cut boots again and its Pod serves again with no operator action. `podmin teardown` and
- * `destroy` leave nothing in moto; afterwards no machine, namespace, link, cgroup or directory of
- * the run is left. `deno task box` runs this file and prints each step.
+ * is cut boots again and its Pod serves again with no operator action. A changed pin and
+ * `podmin setup` again: tofu modifies the launch templates and ASGs and nothing else, and starts
+ * each group's instance refresh, which the box performs as EC2 would (each instance replaced by
+ * one booted from the new user-data, launched before the old one stops; the Service answers after
+ * each). `podmin teardown` and `destroy` leave nothing in moto; afterwards no machine, namespace,
+ * link, cgroup or directory of the run is left. `deno task box` runs this file and prints each
+ * step; PODMIN_BOX_HOLD=FILE keeps a failed box running until FILE is removed.
  */
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
+import {
+  AutoScalingClient,
+  DescribeInstanceRefreshesCommand,
+  TerminateInstanceInAutoScalingGroupCommand,
+} from "@aws-sdk/client-auto-scaling";
 import { CreateBucketCommand, GetObjectCommand, HeadBucketCommand } from "@aws-sdk/client-s3";
 import { PutParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import { writeDemoImageLayout } from "../../cli/local/demo_image.ts";
@@ -43,7 +52,7 @@ import { podmin } from "../support/programs.ts";
 import { REAL_TOFU } from "../support/real_tofu.ts";
 import { withRealTofuCluster } from "../support/real_tofu_cluster.ts";
 import { testWith } from "../support/requirements.ts";
-import { inventory } from "../support/tofu_outcome.ts";
+import { applySummary, inventory, stateIds } from "../support/tofu_outcome.ts";
 import { HOST_ARCH } from "../support/vendor_artifacts.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -131,7 +140,7 @@ async function podNetns(m: Machine, id: string): Promise<string> {
 }
 
 testWith(
-  "cluster box: setup with real OpenTofu, three ASG instances boot from their user-data, a Service answers a client Pod over TCP and UDP from both workers with values and certificates, a power cut, teardown and destroy; nothing is left",
+  "cluster box: setup with real OpenTofu, three ASG instances boot from their user-data, a Service answers a client Pod over TCP and UDP from both workers with values and certificates, a power cut, a changed pin rolled by instance refresh, teardown and destroy; nothing is left",
   {
     root: true,
     tools: [
@@ -171,6 +180,13 @@ testWith(
         await Deno.mkdir(work);
 
         const before = await inventory(c.endpoint);
+        const setupArgs = [
+          "--vpc-cidr",
+          "10.0.0.0/16",
+          ...NODEGROUPS.flatMap((n) => ["--nodegroup", n]),
+          "--workload-ca-publish",
+          `${bucketUrl}/published/workload-ca.pem`,
+        ];
         await step("podmin setup of default and workers,size=2 with real OpenTofu", async () => {
           // The sandbox image is stored as podmin local stores it offline (no registry.k8s.io
           // here); setup finds it mirrored.
@@ -186,17 +202,7 @@ testWith(
             log: () => {},
             offline: true,
           });
-          const out = await c.setup({
-            bucket,
-            cluster: CLUSTER,
-            args: [
-              "--vpc-cidr",
-              "10.0.0.0/16",
-              ...NODEGROUPS.flatMap((n) => ["--nodegroup", n]),
-              "--workload-ca-publish",
-              `${bucketUrl}/published/workload-ca.pem`,
-            ],
-          });
+          const out = await c.setup({ bucket, cluster: CLUSTER, args: setupArgs });
           assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
           assert.match(out.stdout + out.stderr, /NodeGroup workers: 2\/2 healthy/);
         });
@@ -334,8 +340,8 @@ spec:
           assert.equal(applied.code, 0, applied.stderr);
         });
 
-        const client = machines.of("default")[0].machine;
-        const workers = machines.of("workers");
+        /** The client's machine (the one `default` machine: it changes in the refresh). */
+        const clientMachine = () => machines.of("default")[0].machine;
         const services = await cli(["get", "services", "-o", "json"]);
         const listed = JSON.parse(services.stdout);
         const vip: string = (listed.items ?? [listed]).find((s: { metadata: { name: string } }) =>
@@ -351,6 +357,7 @@ spec:
             `${what}: from the client Pod, TCP by name and UDP to the VIP reach both worker Pods`,
             () =>
               until("answers from both workers", CONVERGE_MS, async () => {
+                const client = clientMachine();
                 const id = await containerId(client, "client");
                 if (!id) return [false, "no running client container"];
                 const got = await client.exec([
@@ -404,7 +411,7 @@ spec:
               bundle,
               state.certificates.map((e: { pem: string }) => e.pem).join("\n"),
             );
-            for (const w of workers) {
+            for (const w of machines.of("workers")) {
               const dirs = (await w.machine.must(["ls", "/run/podmin/tls"])).split("\n")
                 .filter((d) => d.startsWith("default_hello"));
               assert.equal(dirs.length, 1, `TLS directories on ${w.instance.instanceId}: ${dirs}`);
@@ -422,12 +429,106 @@ spec:
         await step(
           "a worker's power is cut; it boots again and serves with no operator action",
           async () => {
-            const w: FleetMember = workers[0];
+            const w: FleetMember = machines.of("workers")[0];
             await w.machine.powerCut();
             await w.machine.boot();
           },
         );
         await bothAnswer("after the power cut");
+
+        await step(
+          "a changed pin: setup again changes the launch templates and ASGs, nothing else",
+          async () => {
+            // The catalogue names crictl with a new version (same file): the dependency list of
+            // the user-data changes, so each NodeGroup gets a new launch template version.
+            const catalogFile = c.sources.args[c.sources.args.indexOf("--dependency-catalog") + 1];
+            const catalog = JSON.parse(await Deno.readTextFile(catalogFile));
+            const crictl = catalog.dependencies.find((d: { name: string }) => d.name === "crictl");
+            crictl.version = `${crictl.version}-box2`;
+            await Deno.writeTextFile(catalogFile, JSON.stringify(catalog));
+            const ids = await stateIds(c.s3, bucket);
+            const out = await c.setup({ bucket, cluster: CLUSTER, args: setupArgs });
+            assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+            const summary = applySummary(out.stderr);
+            assert.equal(summary.added, 0, out.stderr);
+            assert.equal(summary.destroyed, 0, out.stderr);
+            const modified = [...out.stderr.matchAll(/^\s*(\S+): Modifying\.\.\./gm)]
+              .map((m) => m[1]).sort();
+            assert.deepEqual(modified, [
+              "aws_autoscaling_group.ng_default",
+              "aws_autoscaling_group.ng_workers",
+              "aws_launch_template.ng_default",
+              "aws_launch_template.ng_workers",
+            ]);
+            assert.deepEqual(await stateIds(c.s3, bucket), ids, "every resource kept its id");
+            // Each group's rolling refresh was started (EC2 Auto Scaling would now replace them).
+            const asg = new AutoScalingClient({
+              region: c.region,
+              endpoint: c.endpoint,
+              credentials: { accessKeyId: "test", secretAccessKey: "test" },
+            });
+            try {
+              for (const group of ["default", "workers"]) {
+                const r = await asg.send(
+                  new DescribeInstanceRefreshesCommand({
+                    AutoScalingGroupName: `podmin-${CLUSTER}-ng-${group}`,
+                  }),
+                );
+                assert.deepEqual(r.InstanceRefreshes?.map((x) => x.Status), ["Pending"], group);
+              }
+            } finally {
+              asg.destroy();
+            }
+          },
+        );
+
+        await step(
+          "the instance refresh: each instance replaced by one booted from the new user-data, launched before the old one goes; the Service answers after each",
+          async () => {
+            const asg = new AutoScalingClient({
+              region: c.region,
+              endpoint: c.endpoint,
+              credentials: { accessKeyId: "test", secretAccessKey: "test" },
+            });
+            try {
+              for (const old of machines.members.map((m) => m.instance)) {
+                // moto replaces a terminated ASG instance at once, from the ASG's launch
+                // template version (the new one); the box boots it before the old one stops.
+                await asg.send(
+                  new TerminateInstanceInAutoScalingGroupCommand({
+                    InstanceId: old.instanceId,
+                    ShouldDecrementDesiredCapacity: false,
+                  }),
+                );
+                const known = new Set(machines.members.map((m) => m.instance.instanceId));
+                const fresh = (await clusterInstances(c.ec2, CLUSTER)).filter((i) =>
+                  !known.has(i.instanceId)
+                );
+                assert.equal(fresh.length, 1, `replacements of ${old.instanceId}`);
+                assert.equal(fresh[0].nodeGroup, old.nodeGroup);
+                assert.notEqual(fresh[0].launchTemplateVersion, old.launchTemplateVersion);
+                assert.match(fresh[0].userData, /^crictl \S+-box2 /m);
+                const [member] = await machines.launch(fresh);
+                await member.machine.waitUserData(USER_DATA_MS);
+                await until(
+                  `${member.instance.instanceId} Converged`,
+                  CONVERGE_MS,
+                  async () => {
+                    const got = await cli(["get", "nodes"]);
+                    const row = got.stdout.split("\n").find((l) =>
+                      l.includes(member.instance.instanceId)
+                    );
+                    return [/\bConverged\b/.test(row ?? ""), got.stdout + got.stderr];
+                  },
+                );
+                await machines.retire(old.instanceId);
+                await bothAnswer(`${old.nodeGroup} ${old.instanceId} replaced`);
+              }
+            } finally {
+              asg.destroy();
+            }
+          },
+        );
 
         await step("podmin teardown and destroy leave nothing in moto", async () => {
           const common = ["--cluster", CLUSTER, "--region", c.region, "--yes"];

@@ -108,12 +108,14 @@ export class Fleet {
    */
   async reconcile(instances: BoxInstance[]): Promise<FleetMember[]> {
     const wanted = new Set(instances.map((i) => i.instanceId));
-    for (const [id, m] of this.#members) {
-      if (!wanted.has(id)) {
-        this.#members.delete(id);
-        await m.machine.destroy();
-      }
+    for (const id of [...this.#members.keys()]) {
+      if (!wanted.has(id)) await this.retire(id);
     }
+    return await this.launch(instances);
+  }
+
+  /** Boots a machine for each of `instances` that has none (all at once); returns them. */
+  async launch(instances: BoxInstance[]): Promise<FleetMember[]> {
     const added: FleetMember[] = [];
     for (const instance of instances) {
       if (this.#members.has(instance.instanceId)) continue;
@@ -137,6 +139,14 @@ export class Fleet {
     }
     await Promise.all(added.map((m) => m.machine.boot()));
     return added;
+  }
+
+  /** Terminates the machine of instance `id` (EC2 after TerminateInstances). */
+  async retire(id: string): Promise<void> {
+    const m = this.#members.get(id);
+    if (!m) return;
+    this.#members.delete(id);
+    await m.machine.destroy();
   }
 
   /** Destroys every machine (their run removes the rest). */

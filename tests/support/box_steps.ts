@@ -21,6 +21,7 @@ export function machineSteps(
 ): Step {
   return async (name, fn, journals = []) => {
     const started = Date.now();
+    console.error(`step ${name} ...`);
     try {
       const result = await fn();
       console.error(`step ${name}: done (${((Date.now() - started) / 1000).toFixed(1)} s)`);

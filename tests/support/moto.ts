@@ -132,7 +132,8 @@ async function startMoto(options: { setEnv: boolean; tofuShims?: boolean }): Pro
         PODMIN_MOTO_TOFU_SHIMS: options.tofuShims ? "1" : "0",
       },
       stdout: "null",
-      stderr: "null",
+      // PODMIN_MOTO_LOG=1 shows moto's request log and tracebacks (debugging a moto answer).
+      stderr: Deno.env.get("PODMIN_MOTO_LOG") === "1" ? "inherit" : "null",
     }).spawn();
     child.unref();
     const deadline = Date.now() + 30_000;

@@ -4,7 +4,9 @@ the shim makes moto answer as EC2 does, for exactly the request or field at faul
 else. Five stop the first apply; two more make every later `setup` plan changes that moto then
 cannot apply (a launch template's own tags copied into its data: new template versions, which
 roll the Auto Scaling groups; a group rule's description not read back); the last leaves the
-instances' network interfaces behind after `teardown`.
+instances' network interfaces behind after `teardown`. Two more the cluster box found
+(tests/box/cluster_box_test.ts): moto has no instance refresh, which a changed launch template
+starts, and a launch template version's user-data breaks the launch of its group's instances.
 
 They are moto patches, applied at start by tests/support/moto_server.py when
 PODMIN_MOTO_TOFU_SHIMS=1 (only the real-tofu tests' own moto; every other test runs moto as
@@ -137,6 +139,28 @@ def shim_launch_template_own_tags():
     LaunchTemplates.create_launch_template = create
 
 
+def shim_launch_template_version_user_data():
+    """CreateLaunchTemplateVersion stores the new version's `UserData` as a plain string, while
+    CreateLaunchTemplate wraps it in moto's base64 type: an Auto Scaling group on that version
+    fails an assertion when it launches an instance (HTTP 500 on
+    `TerminateInstanceInAutoScalingGroup`, whose replacement it launches). EC2 launches from any
+    version with its user-data. The shim parses it the way CreateLaunchTemplate does."""
+    from moto.ec2.utils import parse_user_data
+
+    original = LaunchTemplates.create_launch_template_version
+
+    def create_version(self):
+        result = original(self)
+        version = result.result["LaunchTemplateVersion"]
+        template = self.ec2_backend.get_launch_template(version["LaunchTemplateId"])
+        data = template.get_version(version["VersionNumber"]).data
+        if isinstance(data.get("UserData"), str):
+            data["UserData"] = parse_user_data(data["UserData"])
+        return result
+
+    LaunchTemplates.create_launch_template_version = create_version
+
+
 def shim_group_rule_description():
     """DescribeSecurityGroupRules answers the description of a rule that allows a security group
     (`ReferencedGroupInfo`) as empty: moto keeps it with the group pair and reads it only from an
@@ -167,6 +191,66 @@ def shim_launched_interface_deletion():
     instances.Instance.prep_nics = prep_nics
 
 
+def shim_instance_refresh():
+    """moto 5.2 has no instance refresh: `StartInstanceRefresh`, which the provider calls when a
+    launch template version changes under a group with an `instance_refresh` block, answers as
+    not implemented, the SDK retries it for minutes and the second `setup` fails. EC2 Auto
+    Scaling records the refresh (an id, refused with `InstanceRefreshInProgress` while one is
+    pending, `CancelInstanceRefresh` cancels it, `ActiveInstanceRefreshNotFound` when there is
+    none) and replaces the instances over time. The shim records the refresh as `Pending`;
+    replacing the instances is the cluster box's, which boots each replacement from its user-data
+    (tests/box/cluster_box_test.ts). The refreshes are per group name in this moto process."""
+    import uuid
+    from datetime import datetime, timezone
+
+    from moto.autoscaling.exceptions import AutoscalingClientError
+    from moto.autoscaling.responses import AutoScalingResponse
+    from moto.core.responses import ActionResult
+
+    refreshes = {}  # group name -> list of refresh dicts, newest last
+
+    class InProgress(AutoscalingClientError):
+        code = "InstanceRefreshInProgress"
+
+    class NotFound(AutoscalingClientError):
+        code = "ActiveInstanceRefreshNotFound"
+
+    def active(group):
+        return [r for r in refreshes.get(group, []) if r["Status"] in ("Pending", "InProgress")]
+
+    def start(self):
+        group = self._get_param("AutoScalingGroupName")
+        if active(group):
+            raise InProgress(f"An Instance Refresh is already in progress for {group}.")
+        refresh = {
+            "InstanceRefreshId": str(uuid.uuid4()),
+            "AutoScalingGroupName": group,
+            "Status": "Pending",
+            "StartTime": datetime.now(timezone.utc),
+            "PercentageComplete": 0,
+        }
+        refreshes.setdefault(group, []).append(refresh)
+        return ActionResult({"InstanceRefreshId": refresh["InstanceRefreshId"]})
+
+    def describe(self):
+        group = self._get_param("AutoScalingGroupName")
+        ids = self._get_param("InstanceRefreshIds", [])
+        found = [r for r in reversed(refreshes.get(group, [])) if not ids or r["InstanceRefreshId"] in ids]
+        return ActionResult({"InstanceRefreshes": found})
+
+    def cancel(self):
+        group = self._get_param("AutoScalingGroupName")
+        running = active(group)
+        if not running:
+            raise NotFound(f"No in progress or pending Instance Refresh found for {group}.")
+        running[-1]["Status"] = "Cancelled"
+        return ActionResult({"InstanceRefreshId": running[-1]["InstanceRefreshId"]})
+
+    AutoScalingResponse.start_instance_refresh = start
+    AutoScalingResponse.describe_instance_refreshes = describe
+    AutoScalingResponse.cancel_instance_refresh = cancel
+
+
 def apply():
     """Installs every shim."""
     shim_subnet_ipv6_association_state()
@@ -175,5 +259,7 @@ def apply():
     shim_root_volume_size_from_ami()
     shim_ipv6_only_instance_dns_name()
     shim_launch_template_own_tags()
+    shim_launch_template_version_user_data()
     shim_group_rule_description()
     shim_launched_interface_deletion()
+    shim_instance_refresh()

@@ -43,9 +43,13 @@ export function relayTcp(
     }
   };
   const served = serve().catch(() => {});
+  let closed = false;
   return {
     port: (listener.addr as Deno.NetAddr).port,
+    /** Stops the relay; a second call does nothing. */
     async close() {
+      if (closed) return await served;
+      closed = true;
       listener.close();
       for (const c of open) {
         try {

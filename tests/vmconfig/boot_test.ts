@@ -7,6 +7,12 @@
  * Afterwards the generated containerd config is loaded by the real containerd, the CNI conflist
  * drives the real (installed) ptp/host-local plugins, the Pod routing script runs for real in
  * the node's namespace, and the NAT VM's nat.sh loads its ruleset into the real nftables.
+ *
+ * This is the fast, unit-level layer (seconds per case, no systemd): the recorders stay for what
+ * it checks that a machine cannot show cheaply (each systemctl call configure.sh makes, idempotent
+ * re-runs that restart nothing, apt-get's arguments, a Jool stand-in that a machine cannot load).
+ * Booting under a real systemd with the real node programs is the machine harness's job
+ * (tests/box/: one node, a NAT64 VM, and the cluster box's whole operator path).
  */
 
 import assert from "node:assert/strict";
