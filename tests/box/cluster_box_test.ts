@@ -554,5 +554,7 @@ spec:
     const links = await mustRun("ip", ["-o", "link", "show"]);
     assert.ok(!links.includes(run.id), links);
     assert.deepEqual(await cgroupDirs(run.id), []);
+    const mounts = await Deno.readTextFile("/proc/self/mountinfo");
+    assert.ok(!mounts.includes(run.id), "no mount of the run is left");
   },
 );
