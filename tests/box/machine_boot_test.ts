@@ -320,8 +320,9 @@ spec:
         assert.equal(applied.code, 0, applied.stderr);
       });
       await servicesUp("first boot", true);
-      // systemd stops the Pod's scope with SIGTERM, which the demo server (PID 1 of its PID
-      // namespace, no handler) ignores: systemd kills it after its default 90 s, as on a VM.
+      // systemd stops the Pod's scope with SIGTERM (no graceful node shutdown in the kubelet
+      // configuration): the demo server and the pause sandbox (PID 1 of the Pod's PID namespace)
+      // end on it. Before the pause program had a handler, systemd waited its 90 s stop timeout.
       await step("power off", () => node.stop(POWER_OFF_MS));
       await step("boot again", () => node.boot());
       await servicesUp("second boot", false);
