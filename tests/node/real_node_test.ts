@@ -47,10 +47,15 @@ const AGENT_COMMAND = [
   new URL("../../agent/main.ts", import.meta.url).pathname,
 ];
 
-/** A static program: prints LINE and its values, then waits; `cat FILE` prints a file. */
-const APP_C = `#include <stdio.h>
+/**
+ * A static program: prints LINE and its values, then waits until SIGTERM ends it (so kubelet stops
+ * it at once, not after the grace period); `cat FILE` prints a file.
+ */
+const APP_C = `#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+static void stop(int sig) { (void)sig; _exit(0); }
 static void show(const char *p) {
   FILE *f = fopen(p, "r"); char b[256]; size_t n;
   if (!f) { printf("%s: missing\\n", p); return; }
@@ -58,6 +63,7 @@ static void show(const char *p) {
 }
 int main(int argc, char **argv) {
   if (argc > 2 && !strcmp(argv[1], "cat")) { show(argv[2]); return 0; }
+  signal(SIGTERM, stop);
   puts(${JSON.stringify(LINE)}); fflush(stdout);
   for (;;) pause();
 }
