@@ -35,8 +35,14 @@ const POLL_MS = 250;
 const SMOKE = benchSmoke();
 const APPLIES = SMOKE ? 5 : 100;
 const BIG = SMOKE ? 100 : 1000;
-/** Idle window over which an agent's CPU is measured, at the default 2 s interval. */
-const IDLE_WINDOW_MS = SMOKE ? 4_000 : 30_000;
+/**
+ * Idle window over which an agent's CPU is measured, at the default 2 s interval (in a smoke run
+ * long enough for one pass: an agent measured at 0 % would leave its ratio rows without a value).
+ */
+const IDLE_WINDOW_MS = SMOKE ? 2_500 : 30_000;
+/** How long a converged agent settles before it is measured, and its RSS sampling interval. */
+const SETTLE_MS = SMOKE ? 500 : 3_000;
+const RSS_SAMPLE_MS = SMOKE ? 500 : 2_000;
 
 function deployment(name: string, nodeGroup: string, image: string): Resource {
   return parseResource({
@@ -243,13 +249,13 @@ try {
           return false;
         }
       }, 30_000);
-      await new Promise((r) => setTimeout(r, 3000)); // settled
+      await new Promise((r) => setTimeout(r, SETTLE_MS)); // settled
       const c0 = await processCpuSeconds(a.pid);
       const t0 = performance.now();
-      // RSS moves by a few MiB with each collection: the median of samples every 2 s.
+      // RSS moves by a few MiB with each collection: the median of samples (every 2 s).
       const samples: number[] = [];
       while (performance.now() - t0 < IDLE_WINDOW_MS) {
-        await new Promise((r) => setTimeout(r, 2000));
+        await new Promise((r) => setTimeout(r, RSS_SAMPLE_MS));
         samples.push(await rssKiB(a.pid));
       }
       cpuPct.push(
@@ -263,7 +269,7 @@ try {
     }
   }
   console.log(
-    `agent RSS (bundle, runtime settings; median of 2 s samples): ${
+    `agent RSS (bundle, runtime settings; median of ${RSS_SAMPLE_MS / 1000} s samples): ${
       (rss[1] / 1024).toFixed(1)
     } MiB with ${BIG} ` +
       `deployments + ${BIG} services vs ${(rss[0] / 1024).toFixed(1)} MiB with none (${
