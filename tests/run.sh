@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.." || exit 1
 bash tests/setup.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 export PATH="${PODMIN_TEST_BIN:-/opt/podmin-test/bin}:$PATH"
 
-SHARED_LANE=(tests/cluster_setup tests/deployments tests/identity tests/mesh tests/store)
+SHARED_LANE=(tests/build tests/cluster_setup tests/deployments tests/docs tests/iam tests/identity tests/mesh
+  tests/secrets tests/store)
 
 logs=$(mktemp -d)
 shared_pid=
