@@ -83,6 +83,8 @@ export function desiredStateParts({ f, context, provider, link }: RunInputs) {
     secrets: secrets.sync,
     certificates: identity?.certificates,
     notifier: link.notifier("index"),
+    // `--once` cannot wait for a new Pod: it replaces in place (spec §7.1, "Surge").
+    podsApiSocket: f.once ? undefined : f.mesh.podsApiSocket,
   });
   return { services, identity, deployments };
 }

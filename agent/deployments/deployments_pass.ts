@@ -27,8 +27,25 @@ import { ErrorLog } from "../error_log.ts";
 import { ManifestDir } from "./manifest_dir.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
 import type { PodCertificates } from "../identity/pod_certificates.ts";
-import { manifestBytes, manifestFileName, renderStaticPod } from "./static_pod.ts";
+import {
+  manifestBytes,
+  manifestFileName,
+  manifestSpec,
+  renderStaticPod,
+  type Slot,
+  slotPodName,
+} from "./static_pod.ts";
 import type { AgentStatus } from "./status.ts";
+import { type NodeRollout, planSurge, type SlotOnDisk } from "./surge_plan.ts";
+import { rolloutSettings } from "../../core/model/rollout.ts";
+import type { PodInfo } from "../discovery/pod_proto.ts";
+
+/** kubelet's Pods as the Pods API watch sees them (`PodsWatch.view`). */
+export interface PodsView {
+  /** False until the watch holds a whole view (and while it re-syncs after a break). */
+  synced: boolean;
+  pods: PodInfo[];
+}
 
 /** Options of `DeploymentsPass`. */
 export interface DeploymentsPassOptions {
@@ -52,6 +69,11 @@ export interface DeploymentsPassOptions {
    * the directory (spec §7.1).
    */
   fullScanMs?: number;
+  /**
+   * kubelet's view of the node's Pods, which a surge needs to see the new Pod Ready (spec §7.1,
+   * "Surge"). Absent (`--once`, no Pods API): every new spec replaces its Pod in place.
+   */
+  pods?: () => PodsView;
   /** Clock in milliseconds (tests). */
   now?: () => number;
 }
@@ -75,6 +97,15 @@ export interface PassResult {
   status: AgentStatus;
   /** True when the bucket could not be reached (the caller backs off). */
   unavailable: boolean;
+  /** When (ms) a rollout on this node wants a pass at the latest (a Ready streak's end). */
+  recheckAt?: number;
+}
+
+/** What one Deployment's rollout carries from pass to pass (in memory; see surge_plan.ts). */
+interface SurgeMemory {
+  spec: string;
+  readySince?: number;
+  reverted?: boolean;
 }
 
 /** An index entry whose spec was read and verified. */
@@ -96,6 +127,7 @@ export class DeploymentsPass {
   #converged?: boolean;
   #summary: NodeDeployment[] = [];
   #idle?: IdleState;
+  readonly #surges = new Map<string, SurgeMemory>();
 
   constructor(options: DeploymentsPassOptions) {
     this.#options = options;
@@ -148,8 +180,26 @@ export class DeploymentsPass {
     const identity = await this.#options.identity?.sync(ready.map((r) => r.deployment));
     if (identity) errors.push(...identity.errors);
 
-    // 4. Render and converge the directory.
-    const desired = this.#render({ ready, keep, pending, secrets, identity });
+    // 4. Render and converge the directory (each Deployment's slots planned: surge, §7.1).
+    let onDisk: Map<string, { bytes: Uint8Array; writtenMs: number }>;
+    try {
+      onDisk = await this.#dir.readOwnedTimes();
+    } catch (err) {
+      errors.push(`reading ${this.#options.manifestDir}: ${(err as Error).message}`);
+      return { status: await this.#finish(errors, pending, mine.map(refOf)), unavailable: false };
+    }
+    const rollouts: NodeRollout[] = [];
+    const { desired, recheckAt } = this.#render({
+      ready,
+      keep,
+      pending,
+      secrets,
+      identity,
+      onDisk,
+      mine,
+      rollouts,
+      now,
+    });
     const written = await this.#writeManifests({
       desired,
       keep,
@@ -157,8 +207,8 @@ export class DeploymentsPass {
       keepValues: new Set([...specs.keepRefs, ...ready.map((r) => refOf(r.entry))]),
     });
     errors.push(...written.errors);
-    this.#summary = summarize(mine, pending);
-    const status = await this.#finish(errors, pending, mine.map(refOf), written.onDisk);
+    this.#summary = summarize(mine, pending, rollouts);
+    const status = await this.#finish(errors, pending, mine.map(refOf), written.onDisk, rollouts);
     if (status.converged) {
       this.#idle = {
         deployments: ready.map((r) => r.deployment),
@@ -168,7 +218,7 @@ export class DeploymentsPass {
         nextFullScan: now + (this.#options.fullScanMs ?? FULL_SCAN_MS),
       };
     }
-    return { status, unavailable: read.unavailable || specs.unavailable };
+    return { status, unavailable: read.unavailable || specs.unavailable, recheckAt };
   }
 
   /**
@@ -189,7 +239,7 @@ export class DeploymentsPass {
         ready.push({ entry, deployment: await this.#spec(entry) });
       } catch (err) {
         if (err instanceof UnavailableError) unavailable = true;
-        keep.add(manifestFileName(entry.namespace, entry.name));
+        keepSlots(keep, entry);
         keepRefs.add(ref);
         into.pending.push({ deployment: ref, reason: (err as Error).message });
         into.errors.push(`${ref}: ${(err as Error).message}`);
@@ -205,8 +255,8 @@ export class DeploymentsPass {
   }
 
   /**
-   * The manifest bytes of each ready Deployment whose values and certificate exist; the others
-   * keep their current file (`keep`) and are pending.
+   * The manifest bytes of each ready Deployment whose values and certificate exist, by slot as
+   * `planSurge` decides; the others keep their current files (`keep`) and are pending.
    */
   #render(options: {
     ready: Ready[];
@@ -214,32 +264,76 @@ export class DeploymentsPass {
     pending: AgentStatus["pending"];
     secrets: { ready: Set<string> };
     identity?: { ready: Set<string> };
-  }): Map<string, Uint8Array> {
-    const { keep, pending, secrets, identity } = options;
+    onDisk: Map<string, { bytes: Uint8Array; writtenMs: number }>;
+    mine: DeploymentEntry[];
+    rollouts: NodeRollout[];
+    now: number;
+  }): { desired: Map<string, Uint8Array>; recheckAt?: number } {
+    const { keep, pending, secrets, identity, onDisk, now } = options;
     const desired = new Map<string, Uint8Array>();
+    const view = this.#options.pods?.();
+    const names = new Set(options.mine.map(refOf));
+    let recheckAt: number | undefined;
+    const live = new Set<string>();
     for (const { entry, deployment } of options.ready) {
       const ref = refOf(entry);
-      const file = manifestFileName(entry.namespace, entry.name);
       if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
-        keep.add(file);
+        keepSlots(keep, entry);
         pending.push({ deployment: ref, reason: "declared values not fetched yet" });
         continue;
       }
       if (identity && !identity.ready.has(ref)) {
         // A running Pod keeps its manifest (and its last certificate); a new one waits.
-        keep.add(file);
+        keepSlots(keep, entry);
         pending.push({ deployment: ref, reason: "no valid workload certificate yet" });
         continue;
       }
-      const pod = renderStaticPod({
-        deployment,
-        specRef: entry.spec,
-        secretsDir: this.#options.secretsDir,
-        tlsDir: this.#options.tlsDir,
+      live.add(ref);
+      const render = (slot: Slot) =>
+        manifestBytes(renderStaticPod({
+          deployment,
+          specRef: entry.spec,
+          secretsDir: this.#options.secretsDir,
+          tlsDir: this.#options.tlsDir,
+          slot,
+        }));
+      const disk: Partial<Record<Slot, SlotOnDisk>> = {};
+      for (const slot of ["a", "b"] as const) {
+        const file = onDisk.get(manifestFileName(entry.namespace, entry.name, slot));
+        if (file) disk[slot] = { ...file, spec: manifestSpec(file.bytes) };
+      }
+      const memory = this.#surges.get(ref);
+      const same = memory?.spec === entry.spec;
+      const plan = planSurge({
+        deployment: ref,
+        spec: entry.spec,
+        render,
+        onDisk: disk,
+        settings: rolloutSettings(deployment.spec.rollout),
+        pods: view?.synced ? view.pods.filter((p) => isPodOf(p, entry)) : undefined,
+        inPlace: inPlaceReason({ deployment, names }),
+        watching: !!view,
+        readySince: same ? memory.readySince : undefined,
+        reverted: same ? memory.reverted : undefined,
+        now,
       });
-      desired.set(file, manifestBytes(pod));
+      for (const [slot, bytes] of plan.write) {
+        desired.set(manifestFileName(entry.namespace, entry.name, slot), bytes);
+      }
+      for (const slot of plan.keep) keep.add(manifestFileName(entry.namespace, entry.name, slot));
+      if (plan.rollout) options.rollouts.push(plan.rollout);
+      if (plan.handedOver) this.#options.log.info("rollout handed over", { deployment: ref });
+      if (plan.rollout || plan.reverted) {
+        this.#surges.set(ref, {
+          spec: entry.spec,
+          readySince: plan.readySince,
+          reverted: plan.reverted,
+        });
+      } else this.#surges.delete(ref);
+      if (plan.recheckAt !== undefined) recheckAt = Math.min(recheckAt ?? Infinity, plan.recheckAt);
     }
-    return desired;
+    for (const ref of this.#surges.keys()) if (!live.has(ref)) this.#surges.delete(ref);
+    return { desired, recheckAt };
   }
 
   /**
@@ -354,6 +448,7 @@ export class DeploymentsPass {
     pending: AgentStatus["pending"],
     desired: string[],
     onDisk?: string[],
+    rollouts: NodeRollout[] = [],
   ): Promise<AgentStatus> {
     // One line per kind of problem, a summary while it persists, and its recovery.
     this.#problems.update(errors);
@@ -374,8 +469,9 @@ export class DeploymentsPass {
       desired,
       written,
       pending,
+      rollouts,
       errors,
-      converged: errors.length === 0 && pending.length === 0,
+      converged: errors.length === 0 && pending.length === 0 && rollouts.length === 0,
       ...(this.#options.identity ? { certificates: this.#options.identity.status() } : {}),
     };
   }
@@ -390,13 +486,67 @@ function refOf(e: DeploymentEntry): string {
   return `${e.namespace}/${e.name}`;
 }
 
-/** This node's Deployments for the node record: written (with their spec) or pending (why). */
-function summarize(mine: DeploymentEntry[], pending: AgentStatus["pending"]): NodeDeployment[] {
+/**
+ * This node's Deployments for the node record: written (with their spec, and their rollout while
+ * it is not settled) or pending (why).
+ */
+function summarize(
+  mine: DeploymentEntry[],
+  pending: AgentStatus["pending"],
+  rollouts: NodeRollout[],
+): NodeDeployment[] {
   const pendingBy = new Map(pending.map((p) => [p.deployment, p.reason]));
+  const rolloutBy = new Map(rollouts.map((r) => [r.deployment, r]));
   return mine.map((e) => {
     const reason = pendingBy.get(refOf(e));
-    return reason === undefined
-      ? { namespace: e.namespace, name: e.name, spec: e.spec }
-      : { namespace: e.namespace, name: e.name, pending: reason };
+    if (reason !== undefined) return { namespace: e.namespace, name: e.name, pending: reason };
+    const r = rolloutBy.get(refOf(e));
+    return {
+      namespace: e.namespace,
+      name: e.name,
+      spec: e.spec,
+      ...(r
+        ? {
+          rollout: {
+            phase: r.phase,
+            ...(r.from ? { from: r.from } : {}),
+            ...(r.reason ? { reason: r.reason } : {}),
+          },
+        }
+        : {}),
+    };
   });
+}
+
+/** Keeps both slots of a Deployment as they are (its spec or values are not ready). */
+function keepSlots(keep: Set<string>, e: DeploymentEntry): void {
+  for (const slot of ["a", "b"] as const) keep.add(manifestFileName(e.namespace, e.name, slot));
+}
+
+/** True when kubelet's Pod is one of this Deployment's static Pods (by Podmin's labels). */
+function isPodOf(p: PodInfo, e: DeploymentEntry): boolean {
+  return p.namespace === e.namespace && p.labels["podmin.dev/namespace"] === e.namespace &&
+    p.labels["podmin.dev/deployment"] === e.name;
+}
+
+/**
+ * Why a Deployment's new spec must replace its Pod in place on this node instead of surging, or
+ * undefined when it can surge.
+ */
+export function inPlaceReason(
+  o: { deployment: Deployment; names: Set<string> },
+): string | undefined {
+  const { spec, metadata } = o.deployment;
+  if (rolloutSettings(spec.rollout).surge === false) return "spec.rollout.surge is false";
+  const pod = spec.template.spec;
+  if (pod.hostNetwork) return "a hostNetwork Pod cannot run twice on a node";
+  const all = [...pod.containers, ...(pod.initContainers ?? [])];
+  if (all.some((c) => c.ports?.some((p) => p.hostPort !== undefined))) {
+    return "a Pod with a hostPort cannot run twice on a node";
+  }
+  const surgeName = slotPodName(metadata.name, "b");
+  if (o.names.has(`${metadata.namespace}/${surgeName}`)) {
+    return `Deployment ${metadata.namespace}/${surgeName} holds the surge Pod's name`;
+  }
+  return undefined;
 }

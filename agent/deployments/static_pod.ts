@@ -15,13 +15,30 @@ export const OWNER_VALUE = "podmin-agent";
 /** The annotation holding the spec digest the manifest was rendered from. */
 export const SPEC_ANNOTATION = "podmin.dev/spec";
 
-/** The manifest file name of a Deployment: `podmin_<namespace>_<name>.json`. */
-export function manifestFileName(namespace: string, name: string): string {
-  return `podmin_${namespace}_${name}.json`;
+/**
+ * A Deployment's two static Pod slots on a node (spec §7.1, "Surge"): `a` is
+ * `podmin_<namespace>_<name>.json` running Pod `<name>`, `b` is `podmin_<namespace>_<name>.b.json`
+ * running Pod `<name>-b`. A rollout starts the new spec in the free slot beside the running one.
+ */
+export type Slot = "a" | "b";
+
+/** The other slot. */
+export function otherSlot(slot: Slot): Slot {
+  return slot === "a" ? "b" : "a";
+}
+
+/** The manifest file name of a Deployment's slot: `podmin_<namespace>_<name>[.b].json`. */
+export function manifestFileName(namespace: string, name: string, slot: Slot = "a"): string {
+  return `podmin_${namespace}_${name}${slot === "b" ? ".b" : ""}.json`;
+}
+
+/** The static Pod's name in a slot: `<name>` or `<name>-b` (kubelet appends `-<node name>`). */
+export function slotPodName(name: string, slot: Slot): string {
+  return slot === "b" ? `${name}-b` : name;
 }
 
 /** Matches names of files the agent may own. */
-export const MANIFEST_FILE_PATTERN = /^podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}\.json$/;
+export const MANIFEST_FILE_PATTERN = /^podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}(\.b)?\.json$/;
 
 /** Options of `renderStaticPod`. */
 export interface RenderOptions {
@@ -32,6 +49,8 @@ export interface RenderOptions {
   secretsDir: string;
   /** Host directory holding per-Pod certificate directories. */
   tlsDir: string;
+  /** The slot it runs in (default `a`); both slots mount the Deployment's values and certificate. */
+  slot?: Slot;
 }
 
 /** Renders the Pod object. */
@@ -61,7 +80,7 @@ export function renderStaticPod(options: RenderOptions): Pod {
     apiVersion: "v1",
     kind: "Pod",
     metadata: {
-      name,
+      name: slotPodName(name, options.slot ?? "a"),
       namespace,
       labels: {
         ...(d.spec.template.metadata?.labels ?? {}),
@@ -87,6 +106,17 @@ export function renderStaticPod(options: RenderOptions): Pod {
 /** The manifest file's bytes: canonical JSON (kubelet reads JSON as YAML) and a newline. */
 export function manifestBytes(pod: Pod): Uint8Array {
   return new TextEncoder().encode(canonicalJson(pod) + "\n");
+}
+
+/** The spec digest a manifest was rendered from (`SPEC_ANNOTATION`), if it carries one. */
+export function manifestSpec(bytes: Uint8Array): string | undefined {
+  try {
+    const pod = JSON.parse(new TextDecoder().decode(bytes)) as Pod;
+    const spec = pod?.metadata?.annotations?.[SPEC_ANNOTATION];
+    return typeof spec === "string" ? spec : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** True when manifest bytes carry the owner annotation. */

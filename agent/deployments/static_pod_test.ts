@@ -6,6 +6,7 @@ import {
   manifestBytes,
   manifestFileName,
   renderStaticPod,
+  slotPodName,
 } from "./static_pod.ts";
 
 const deployment = (secrets?: unknown) =>
@@ -72,4 +73,11 @@ Deno.test("static pod: no values volume without declared secrets; foreign conten
   );
   assert.ok(!MANIFEST_FILE_PATTERN.test("podmin_a_b.json.tmp"));
   assert.ok(!MANIFEST_FILE_PATTERN.test(".podmin_a_b.json"));
+});
+
+Deno.test("static pod: slot b has its own file and Pod name", () => {
+  assert.equal(manifestFileName("shop", "web", "b"), "podmin_shop_web.b.json");
+  assert.ok(MANIFEST_FILE_PATTERN.test("podmin_shop_web.b.json"));
+  assert.ok(!MANIFEST_FILE_PATTERN.test("podmin_shop_web.c.json"));
+  assert.equal(slotPodName("web", "b"), "web-b");
 });

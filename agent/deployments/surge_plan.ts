@@ -1,0 +1,230 @@
+/**
+ * Surge on the node (spec §7.1, "Surge"): given a Deployment's manifest slots on disk, its desired
+ * spec and kubelet's view of its Pods, which slots the deployments pass writes, keeps and removes.
+ *
+ * A new spec starts in the free slot beside the running Pod; the old slot is removed only once
+ * kubelet has reported the new Pod Ready for `minReadySeconds`, continuously, in a view that is
+ * whole. Everything the plan needs survives an agent restart: the specs and write times of the
+ * slots are on disk and readiness is kubelet's; only the Ready streak restarts (it is observed
+ * again, so a restart delays a handover, never hastens it). Pure: no I/O, a clock passed in.
+ */
+
+import type { RolloutSettings } from "../../core/model/rollout.ts";
+import type { PodInfo } from "../discovery/pod_proto.ts";
+import { otherSlot, type Slot, SPEC_ANNOTATION } from "./static_pod.ts";
+
+/** A Deployment's rollout on this node while it is not settled on its desired spec. */
+export interface NodeRollout {
+  /** `namespace/name`. */
+  deployment: string;
+  /**
+   * `surging`: the new Pod runs beside the old one until it is Ready; `replacing`: the new spec
+   * replaces the old Pod in place; `failed`: the new Pod missed its progress deadline and the old
+   * one keeps serving (the node halted).
+   */
+  phase: "surging" | "replacing" | "failed";
+  /** The spec the old Pod runs (absent when unknown). */
+  from?: string;
+  /** The desired spec. */
+  to: string;
+  /** When the new spec's manifest was written (ISO). */
+  since: string;
+  /** Why, in kubelet's words when it said (or why the node replaces in place). */
+  reason?: string;
+}
+
+/** One slot's manifest on disk. */
+export interface SlotOnDisk {
+  /** The spec digest it was rendered from (absent: none readable). */
+  spec?: string;
+  bytes: Uint8Array;
+  /** Its mtime, ms: when it was (re)written. */
+  writtenMs: number;
+}
+
+/** Input of `planSurge`. */
+export interface SurgeInput {
+  /** `namespace/name`. */
+  deployment: string;
+  /** The desired spec digest. */
+  spec: string;
+  /** The manifest bytes of the desired spec in a slot. */
+  render(slot: Slot): Uint8Array;
+  onDisk: Partial<Record<Slot, SlotOnDisk>>;
+  settings: RolloutSettings;
+  /** This Deployment's Pods in kubelet's view; undefined while the view is not whole. */
+  pods?: PodInfo[];
+  /** Why this Deployment must replace its Pod in place (no surge), when it must. */
+  inPlace?: string;
+  /**
+   * False when the agent has no Pods API view at all (`--once`): a new transition replaces in
+   * place, but a surge already on disk is left as it is (its old Pod is never removed unseen).
+   */
+  watching: boolean;
+  /** Since when (ms) the desired spec's Pod has been seen Ready without a break (last plan's). */
+  readySince?: number;
+  /** The desired spec was reverted on this node after it failed (autoRevert; last plan's). */
+  reverted?: boolean;
+  /** Now, ms. */
+  now: number;
+}
+
+/** What to do with one Deployment's slots; a slot neither written nor kept is removed. */
+export interface SurgePlan {
+  write: Map<Slot, Uint8Array>;
+  keep: Set<Slot>;
+  /** Undefined: settled on the desired spec. */
+  rollout?: NodeRollout;
+  /** Carry to the next plan. */
+  readySince?: number;
+  /** Carry to the next plan. */
+  reverted?: boolean;
+  /** When (ms) a pass should look again: the end of the Ready streak or the deadline. */
+  recheckAt?: number;
+  /** The old Pod's slot was removed because the new one was Ready: the handover. */
+  handedOver?: boolean;
+}
+
+const SLOTS: Slot[] = ["a", "b"];
+
+/** Plans one Deployment's slots (see the module's comment). */
+export function planSurge(input: SurgeInput): SurgePlan {
+  const { onDisk, spec } = input;
+  const slots = SLOTS.filter((s) => onDisk[s]);
+  const current = slots.filter((s) => onDisk[s]!.spec === spec);
+  const others = slots.filter((s) => onDisk[s]!.spec !== spec);
+  if (current.length >= 1 && others.length === 0) return settled(input, current[0]);
+  if (slots.length === 0) return settled(input, "a");
+  if (current.length === 1) return surging(input, current[0], others[0]);
+  // Nothing on disk runs the desired spec yet.
+  if (input.reverted) {
+    return {
+      write: new Map(),
+      keep: new Set(slots),
+      reverted: true,
+      rollout: {
+        deployment: input.deployment,
+        phase: "failed",
+        from: onDisk[slots[0]]!.spec,
+        to: spec,
+        since: new Date(input.now).toISOString(),
+        reason: "halted: the new Pod was removed (autoRevert) and the old one keeps serving",
+      },
+    };
+  }
+  const serving = others.length === 2 ? servingSlot(input, others as [Slot, Slot]) : others[0];
+  const from = onDisk[serving]!.spec;
+  const inPlace = input.inPlace ??
+    (input.watching ? undefined : "the agent has no view of kubelet's Pods to see a new Pod Ready");
+  if (inPlace) {
+    return {
+      write: new Map([[serving, input.render(serving)]]),
+      keep: new Set(),
+      rollout: {
+        deployment: input.deployment,
+        phase: "replacing",
+        from,
+        to: spec,
+        since: new Date(input.now).toISOString(),
+        reason: `replaced in place: ${inPlace}`,
+      },
+    };
+  }
+  const fresh = otherSlot(serving);
+  return {
+    write: new Map([[fresh, input.render(fresh)]]),
+    keep: new Set([serving]),
+    rollout: {
+      deployment: input.deployment,
+      phase: "surging",
+      from,
+      to: spec,
+      since: new Date(input.now).toISOString(),
+      reason: "new Pod started beside the old one",
+    },
+    recheckAt: input.now + input.settings.progressDeadlineSeconds * 1000,
+  };
+}
+
+/** Only the desired spec on disk (or nothing): that slot, rewritten when its bytes differ. */
+function settled(input: SurgeInput, slot: Slot): SurgePlan {
+  return { write: new Map([[slot, input.render(slot)]]), keep: new Set() };
+}
+
+/** Of two slots neither of which runs the desired spec: the one serving (Ready, else older). */
+function servingSlot(input: SurgeInput, [x, y]: [Slot, Slot]): Slot {
+  const ready = (s: Slot) => !!podOf(input, input.onDisk[s]!.spec)?.ready;
+  if (ready(x) !== ready(y)) return ready(x) ? x : y;
+  return input.onDisk[x]!.writtenMs <= input.onDisk[y]!.writtenMs ? x : y;
+}
+
+function podOf(input: SurgeInput, spec: string | undefined): PodInfo | undefined {
+  if (spec === undefined) return undefined;
+  return input.pods?.find((p) => p.annotations?.[SPEC_ANNOTATION] === spec);
+}
+
+/** The desired spec in `next` beside the old Pod in `old`. */
+function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
+  const { settings, now, deployment, spec } = input;
+  const bytes = input.render(next);
+  const disk = input.onDisk[next]!;
+  const writtenMs = equalBytes(disk.bytes, bytes) ? disk.writtenMs : now;
+  const base = {
+    deployment,
+    from: input.onDisk[old]!.spec,
+    to: spec,
+    since: new Date(writtenMs).toISOString(),
+  };
+  const write = new Map([[next, bytes]]);
+  if (input.inPlace) return { write, keep: new Set() };
+  const pod = podOf(input, spec);
+  if (input.pods && pod?.phase === "Failed" && /^OutOf/.test(pod.reason ?? "")) {
+    // kubelet's admission refused the second Pod: the node cannot hold both.
+    return {
+      write: new Map([[old, input.render(old)]]),
+      keep: new Set(),
+      rollout: {
+        ...base,
+        phase: "replacing",
+        reason: `replaced in place: kubelet cannot run both Pods (${pod.reason})`,
+      },
+    };
+  }
+  const readySince = input.pods && pod?.ready ? input.readySince ?? now : undefined;
+  const minReadyMs = settings.minReadySeconds * 1000;
+  if (readySince !== undefined && now - readySince >= minReadyMs) {
+    return { write, keep: new Set(), handedOver: true };
+  }
+  const deadline = writtenMs + settings.progressDeadlineSeconds * 1000;
+  if (now >= deadline) {
+    const why = !input.pods
+      ? "kubelet's Pods API gave no whole view of the node's Pods"
+      : pod?.reason ?? (pod ? "the new Pod is not Ready" : "kubelet runs no Pod for the new spec");
+    const failed: NodeRollout = {
+      ...base,
+      phase: "failed",
+      reason: `not Ready for ${settings.minReadySeconds} s within ` +
+        `${settings.progressDeadlineSeconds} s: ${why}`,
+    };
+    if (settings.autoRevert && input.pods) {
+      return { write: new Map(), keep: new Set([old]), reverted: true, rollout: failed };
+    }
+    return { write, keep: new Set([old]), readySince, rollout: failed };
+  }
+  const reason = !input.pods
+    ? "waiting for a whole view of kubelet's Pods API"
+    : readySince !== undefined
+    ? "new Pod Ready; waiting minReadySeconds"
+    : pod?.reason ?? "waiting for the new Pod to be Ready";
+  return {
+    write,
+    keep: new Set([old]),
+    readySince,
+    rollout: { ...base, phase: "surging", reason },
+    recheckAt: readySince !== undefined ? Math.min(readySince + minReadyMs, deadline) : deadline,
+  };
+}
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.byteLength === b.byteLength && a.every((x, i) => x === b[i]);
+}
