@@ -15,7 +15,8 @@ import { type LoadedResource, loadResourceFiles } from "./resource_files.ts";
 
 function describe(c: Change): string {
   const vip = c.vip ? ` (VIP ${c.vip})` : "";
-  return `${c.kind.toLowerCase()} ${c.namespace}/${c.name} ${c.action}${vip}`;
+  const revision = c.revision ? ` (revision ${c.revision})` : "";
+  return `${c.kind.toLowerCase()} ${c.namespace}/${c.name} ${c.action}${vip}${revision}`;
 }
 
 function loadFiles(ctx: CommandContext): Promise<LoadedResource[]> {
