@@ -85,6 +85,7 @@ export function desiredStateParts({ f, context, provider, link }: RunInputs) {
     notifier: link.notifier("index"),
     // `--once` cannot wait for a new Pod: it replaces in place (spec §7.1, "Surge").
     podsApiSocket: f.once ? undefined : f.mesh.podsApiSocket,
+    clusterEndpoints: f.meshListen && !f.once ? () => link.snapshot()?.endpoints : undefined,
   });
   return { services, identity, deployments };
 }
@@ -122,6 +123,7 @@ export function nodeParts(o: RunInputs & ReturnType<typeof desiredStateParts>) {
     services,
     intervalMs,
     caStateMs: identity?.stateRefreshMs,
+    withdrawn: (pod) => deployments.isWithdrawn(pod),
   });
   const node = nodePart({
     context,

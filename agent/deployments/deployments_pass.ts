@@ -34,7 +34,10 @@ import {
   renderStaticPod,
   type Slot,
   slotPodName,
+  SPEC_ANNOTATION,
 } from "./static_pod.ts";
+import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
+import { formatIpv6, parseIpv6 } from "../../core/model/ipv6.ts";
 import type { AgentStatus } from "./status.ts";
 import { type NodeRollout, planSurge, type SlotOnDisk } from "./surge_plan.ts";
 import { rolloutSettings } from "../../core/model/rollout.ts";
@@ -74,6 +77,14 @@ export interface DeploymentsPassOptions {
    * "Surge"). Absent (`--once`, no Pods API): every new spec replaces its Pod in place.
    */
   pods?: () => PodsView;
+  /**
+   * With the endpoint mesh: the newest cluster snapshot's endpoints (undefined until one arrived).
+   * A handover then first withdraws the old Pod from this node's endpoints and waits until the
+   * snapshot no longer holds its addresses (spec §7.1, "Surge"). Absent: no mesh, no wait.
+   */
+  clusterEndpoints?: () => EndpointSet | undefined;
+  /** Called when the set of withdrawn Pods changes (the mesh part reports endpoints again). */
+  onWithdrawnChange?: () => void;
   /** Clock in milliseconds (tests). */
   now?: () => number;
 }
@@ -106,6 +117,7 @@ interface SurgeMemory {
   spec: string;
   readySince?: number;
   reverted?: boolean;
+  drainedSince?: number;
 }
 
 /** An index entry whose spec was read and verified. */
@@ -128,11 +140,22 @@ export class DeploymentsPass {
   #summary: NodeDeployment[] = [];
   #idle?: IdleState;
   readonly #surges = new Map<string, SurgeMemory>();
+  /** Specs whose Pods are withdrawn from this node's endpoints (a handover drains them). */
+  #withdrawn = new Set<string>();
 
   constructor(options: DeploymentsPassOptions) {
     this.#options = options;
     this.#dir = new ManifestDir(options.manifestDir);
     this.#problems = new ErrorLog({ log: options.log });
+  }
+
+  /**
+   * True for a Pod a handover withdrew from this node's endpoints: the old Pod of a rollout, from
+   * the moment the new one has been Ready for `minReadySeconds` until kubelet no longer lists it.
+   */
+  isWithdrawn(pod: PodInfo): boolean {
+    const spec = pod.annotations?.[SPEC_ANNOTATION];
+    return spec !== undefined && this.#withdrawn.has(spec);
   }
 
   /** The ETag of the index held (undefined: none, or the index is absent). */
@@ -275,6 +298,8 @@ export class DeploymentsPass {
     const names = new Set(options.mine.map(refOf));
     let recheckAt: number | undefined;
     const live = new Set<string>();
+    const withdraw = new Set<string>();
+    const desiredSpecs = new Set(options.ready.map((r) => r.entry.spec));
     for (const { entry, deployment } of options.ready) {
       const ref = refOf(entry);
       if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
@@ -304,6 +329,7 @@ export class DeploymentsPass {
       }
       const memory = this.#surges.get(ref);
       const same = memory?.spec === entry.spec;
+      const oldSpec = [disk.a, disk.b].find((d) => d && d.spec !== entry.spec)?.spec;
       const plan = planSurge({
         deployment: ref,
         spec: entry.spec,
@@ -315,8 +341,11 @@ export class DeploymentsPass {
         watching: !!view,
         readySince: same ? memory.readySince : undefined,
         reverted: same ? memory.reverted : undefined,
+        oldAddressesGone: this.#addressesGone(oldSpec, view),
+        drainedSince: same ? memory.drainedSince : undefined,
         now,
       });
+      if (plan.withdraw !== undefined) withdraw.add(plan.withdraw);
       for (const [slot, bytes] of plan.write) {
         desired.set(manifestFileName(entry.namespace, entry.name, slot), bytes);
       }
@@ -328,12 +357,46 @@ export class DeploymentsPass {
           spec: entry.spec,
           readySince: plan.readySince,
           reverted: plan.reverted,
+          drainedSince: plan.drainedSince,
         });
       } else this.#surges.delete(ref);
       if (plan.recheckAt !== undefined) recheckAt = Math.min(recheckAt ?? Infinity, plan.recheckAt);
     }
     for (const ref of this.#surges.keys()) if (!live.has(ref)) this.#surges.delete(ref);
+    this.#updateWithdrawn({ withdraw, desiredSpecs, view });
     return { desired, recheckAt };
+  }
+
+  /**
+   * Whether the Pods of `oldSpec` are withdrawn and their addresses gone from the cluster's
+   * endpoints; undefined without the mesh (or without an old spec).
+   */
+  #addressesGone(oldSpec: string | undefined, view: PodsView | undefined): boolean | undefined {
+    if (!this.#options.clusterEndpoints || oldSpec === undefined) return undefined;
+    const endpoints = this.#options.clusterEndpoints();
+    if (!endpoints || !view?.synced || !this.#withdrawn.has(oldSpec)) return false;
+    const listed = new Set(Object.values(endpoints).flat());
+    const ips = view.pods.filter((p) => p.annotations?.[SPEC_ANNOTATION] === oldSpec)
+      .flatMap((p) => p.ips).map(canonicalIp);
+    return !ips.some((ip) => ip !== undefined && listed.has(ip));
+  }
+
+  /**
+   * The withdrawn set: this pass's handovers, and earlier ones whose Pods kubelet still lists
+   * (a stopping Pod must not come back into the endpoints); never a desired spec.
+   */
+  #updateWithdrawn(o: { withdraw: Set<string>; desiredSpecs: Set<string>; view?: PodsView }) {
+    const next = new Set(o.withdraw);
+    for (const spec of this.#withdrawn) {
+      const listed = !o.view?.synced ||
+        o.view.pods.some((p) => p.annotations?.[SPEC_ANNOTATION] === spec);
+      if (listed) next.add(spec);
+    }
+    for (const spec of o.desiredSpecs) next.delete(spec);
+    const changed = next.size !== this.#withdrawn.size ||
+      [...next].some((x) => !this.#withdrawn.has(x));
+    this.#withdrawn = next;
+    if (changed) this.#options.onWithdrawnChange?.();
   }
 
   /**
@@ -549,4 +612,14 @@ export function inPlaceReason(
     return `Deployment ${metadata.namespace}/${surgeName} holds the surge Pod's name`;
   }
   return undefined;
+}
+
+/** An IPv6 address as the endpoint snapshot writes it, or undefined for anything else. */
+function canonicalIp(ip: string): string | undefined {
+  if (!ip.includes(":")) return undefined;
+  try {
+    return formatIpv6(parseIpv6(ip));
+  } catch {
+    return undefined;
+  }
 }

@@ -11,6 +11,8 @@ import { ANNOUNCED_HINT_DELAY_MS, type IndexNotifier } from "../index_notifier.t
 import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
 import { PodsWatch } from "../discovery/pods_api.ts";
+import type { PodInfo } from "../discovery/pod_proto.ts";
+import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
 import { DeploymentsPass } from "./deployments_pass.ts";
 import { type AgentStatus, writeStatus } from "./status.ts";
 
@@ -46,12 +48,19 @@ export interface DeploymentsPartOptions {
    * specs replace their Pods in place.
    */
   podsApiSocket?: string;
+  /**
+   * With the endpoint mesh: the newest cluster snapshot's endpoints, so a handover waits until the
+   * old Pod's addresses left them (spec §7.1, "Surge").
+   */
+  clusterEndpoints?: () => EndpointSet | undefined;
 }
 
 /** The deployments part. */
 export interface DeploymentsPart extends Part {
   /** The node's convergence, for its record. */
   summary(): { indexGeneration?: number; converged: boolean; deployments: NodeDeployment[] };
+  /** True for a Ready Pod a rollout's handover withdrew from this node's endpoints. */
+  isWithdrawn(pod: PodInfo): boolean;
   /** `--once`: one pass, its status written; 0 when converged, 1 with the reasons on `err`. */
   runOnce(io: { out(line: string): void; err(line: string): void }): Promise<number>;
 }
@@ -80,6 +89,8 @@ export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
     secrets: o.secrets,
     identity: o.certificates,
     pods: watch && (() => watch.view()),
+    clusterEndpoints: o.clusterEndpoints,
+    onWithdrawnChange: () => hub.emit("podsWithdrawn"),
     log,
   });
   let converged = false;
@@ -120,6 +131,12 @@ export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
       if (notifier.onSnapshot(snapshot, deployments.indexEtag)) loop.hint();
     });
   }
+  if (o.clusterEndpoints) {
+    // A handover waits for the snapshot without the old Pod's addresses.
+    hub.on("meshSnapshot", () => {
+      if (rolling) loop.hint();
+    });
+  }
   return {
     name: "deployments",
     statusFile: "status.json",
@@ -133,6 +150,7 @@ export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
       watch?.stop();
     },
     summary: () => ({ ...deployments.summary(), converged }),
+    isWithdrawn: (pod) => deployments.isWithdrawn(pod),
     async runOnce(io) {
       const { status } = await deployments.pass();
       await writeStatus(stateDir, status);

@@ -4,7 +4,9 @@
  *
  * A new spec starts in the free slot beside the running Pod; the old slot is removed only once
  * kubelet has reported the new Pod Ready for `minReadySeconds`, continuously, in a view that is
- * whole. Everything the plan needs survives an agent restart: the specs and write times of the
+ * whole, and (with the endpoint mesh) once the old Pod's addresses were withdrawn from the
+ * cluster's endpoints and `DRAIN_GRACE_MS` passed: no node sends a new connection to a Pod that is
+ * about to stop. Everything the plan needs survives an agent restart: the specs and write times of the
  * slots are on disk and readiness is kubelet's; only the Ready streak restarts (it is observed
  * again, so a restart delays a handover, never hastens it). Pure: no I/O, a clock passed in.
  */
@@ -65,6 +67,13 @@ export interface SurgeInput {
   readySince?: number;
   /** The desired spec was reverted on this node after it failed (autoRevert; last plan's). */
   reverted?: boolean;
+  /**
+   * Whether the old Pod's addresses are gone from the cluster's endpoints (the newest mesh
+   * snapshot); undefined without the endpoint mesh (nothing to withdraw from).
+   */
+  oldAddressesGone?: boolean;
+  /** Since when (ms) they have been gone (last plan's). */
+  drainedSince?: number;
   /** Now, ms. */
   now: number;
 }
@@ -83,9 +92,19 @@ export interface SurgePlan {
   recheckAt?: number;
   /** The old Pod's slot was removed because the new one was Ready: the handover. */
   handedOver?: boolean;
+  /** The old Pod's spec, whose Pods are to be withdrawn from this node's endpoints. */
+  withdraw?: string;
+  /** Carry to the next plan. */
+  drainedSince?: number;
 }
 
 const SLOTS: Slot[] = ["a", "b"];
+
+/**
+ * After the cluster snapshot this node received no longer holds the old Pod's addresses, how long
+ * the old Pod still runs: the other nodes apply the same snapshot to their dataplanes meanwhile.
+ */
+export const DRAIN_GRACE_MS = 2_000;
 
 /** Plans one Deployment's slots (see the module's comment). */
 export function planSurge(input: SurgeInput): SurgePlan {
@@ -193,7 +212,27 @@ function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
   const readySince = input.pods && pod?.ready ? input.readySince ?? now : undefined;
   const minReadyMs = settings.minReadySeconds * 1000;
   if (readySince !== undefined && now - readySince >= minReadyMs) {
-    return { write, keep: new Set(), handedOver: true };
+    const oldSpec = input.onDisk[old]!.spec;
+    if (input.oldAddressesGone === undefined) return { write, keep: new Set(), handedOver: true };
+    const drainedSince = input.oldAddressesGone ? input.drainedSince ?? now : undefined;
+    if (drainedSince !== undefined && now - drainedSince >= DRAIN_GRACE_MS) {
+      return { write, keep: new Set(), handedOver: true, withdraw: oldSpec };
+    }
+    return {
+      write,
+      keep: new Set([old]),
+      readySince,
+      drainedSince,
+      withdraw: oldSpec,
+      rollout: {
+        ...base,
+        phase: "surging",
+        reason: drainedSince === undefined
+          ? "new Pod Ready; withdrawing the old Pod's endpoints"
+          : "new Pod Ready; old Pod's endpoints withdrawn, draining",
+      },
+      recheckAt: drainedSince !== undefined ? drainedSince + DRAIN_GRACE_MS : undefined,
+    };
   }
   const deadline = writtenMs + settings.progressDeadlineSeconds * 1000;
   if (now >= deadline) {

@@ -176,3 +176,24 @@ Deno.test("surge: a newer spec during a surge replaces the surge, not the servin
   assert.deepEqual(slots(undo.write), ["a"]);
   assert.deepEqual(slots(undo.keep), []);
 });
+
+Deno.test("surge: with the mesh, the old Pod is withdrawn and drained before it goes", () => {
+  const onDisk = { a: disk(OLD, "a"), b: disk(NEW, "b", 90_000) };
+  const ready = { pods: [pod(NEW, { ready: true })], readySince: 90_000 };
+  const asked = plan({ onDisk, ...ready, oldAddressesGone: false });
+  assert.equal(asked.withdraw, OLD);
+  assert.deepEqual(slots(asked.keep), ["a"]);
+  assert.match(asked.rollout?.reason ?? "", /withdrawing the old Pod's endpoints/);
+  const gone = plan({ onDisk, ...ready, oldAddressesGone: true });
+  assert.equal(gone.drainedSince, 100_000);
+  assert.deepEqual(slots(gone.keep), ["a"], "drained for DRAIN_GRACE_MS first");
+  assert.equal(gone.recheckAt, 102_000);
+  const done = plan({ onDisk, ...ready, oldAddressesGone: true, drainedSince: 98_000 });
+  assert.equal(done.handedOver, true);
+  assert.deepEqual(slots(done.keep), []);
+  assert.equal(done.withdraw, OLD, "still withdrawn while kubelet stops it");
+  // The addresses came back (a snapshot from before the withdrawal): the grace starts over.
+  const back = plan({ onDisk, ...ready, oldAddressesGone: false, drainedSince: 98_000 });
+  assert.equal(back.drainedSince, undefined);
+  assert.deepEqual(slots(back.keep), ["a"]);
+});
