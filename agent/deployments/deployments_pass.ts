@@ -31,8 +31,10 @@ import {
   manifestBytes,
   manifestFileName,
   manifestSpec,
+  parseManifestFileName,
   renderStaticPod,
   type Slot,
+  slotOf,
   slotPodName,
   SPEC_ANNOTATION,
 } from "./static_pod.ts";
@@ -194,7 +196,7 @@ export class DeploymentsPass {
     const mine = this.#index.deployments.filter((e) => e.nodeGroup === this.#options.nodeGroup);
     const specs = await this.#readSpecs(mine, { errors, pending });
     if (read.changed) this.#pruneSpecCache(this.#index);
-    const { ready, keep } = specs;
+    const { ready } = specs;
 
     // 3. Provider values; a Deployment is written only once its values exist.
     const secrets = await this.#options.secrets.sync(ready.map((r) => r.deployment));
@@ -211,6 +213,9 @@ export class DeploymentsPass {
       errors.push(`reading ${this.#options.manifestDir}: ${(err as Error).message}`);
       return { status: await this.#finish(errors, pending, mine.map(refOf)), unavailable: false };
     }
+    // A Deployment whose spec cannot be read keeps every file it has.
+    const keep = new Set<string>();
+    for (const ref of specs.keepRefs) keepFiles(keep, onDisk, ref);
     const rollouts: NodeRollout[] = [];
     const { desired, recheckAt } = this.#render({
       ready,
@@ -245,14 +250,13 @@ export class DeploymentsPass {
   }
 
   /**
-   * Reads the spec of each entry; an entry whose spec cannot be read keeps its manifest file and
-   * its values (`keep`, `keepRefs`) and is pending, with its error.
+   * Reads the spec of each entry; an entry whose spec cannot be read keeps its manifest files and
+   * its values (`keepRefs`) and is pending, with its error.
    */
   async #readSpecs(
     mine: DeploymentEntry[],
     into: { errors: string[]; pending: AgentStatus["pending"] },
-  ): Promise<{ ready: Ready[]; keep: Set<string>; keepRefs: Set<string>; unavailable: boolean }> {
-    const keep = new Set<string>();
+  ): Promise<{ ready: Ready[]; keepRefs: Set<string>; unavailable: boolean }> {
     const keepRefs = new Set<string>();
     const ready: Ready[] = [];
     let unavailable = false;
@@ -262,13 +266,12 @@ export class DeploymentsPass {
         ready.push({ entry, deployment: await this.#spec(entry) });
       } catch (err) {
         if (err instanceof UnavailableError) unavailable = true;
-        keepSlots(keep, entry);
         keepRefs.add(ref);
         into.pending.push({ deployment: ref, reason: (err as Error).message });
         into.errors.push(`${ref}: ${(err as Error).message}`);
       }
     }
-    return { ready, keep, keepRefs, unavailable };
+    return { ready, keepRefs, unavailable };
   }
 
   /** Keeps the spec cache to the digests the index references (once per new index). */
@@ -303,13 +306,13 @@ export class DeploymentsPass {
     for (const { entry, deployment } of options.ready) {
       const ref = refOf(entry);
       if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
-        keepSlots(keep, entry);
+        keepFiles(keep, onDisk, ref);
         pending.push({ deployment: ref, reason: "declared values not fetched yet" });
         continue;
       }
       if (identity && !identity.ready.has(ref)) {
         // A running Pod keeps its manifest (and its last certificate); a new one waits.
-        keepSlots(keep, entry);
+        keepFiles(keep, onDisk, ref);
         pending.push({ deployment: ref, reason: "no valid workload certificate yet" });
         continue;
       }
@@ -322,14 +325,15 @@ export class DeploymentsPass {
           tlsDir: this.#options.tlsDir,
           slot,
         }));
-      const disk: Partial<Record<Slot, SlotOnDisk>> = {};
-      for (const slot of ["a", "b"] as const) {
-        const file = onDisk.get(manifestFileName(entry.namespace, entry.name, slot));
-        if (file) disk[slot] = { ...file, spec: manifestSpec(file.bytes) };
+      const disk = new Map<Slot, SlotOnDisk>();
+      for (const [file, found] of onDisk) {
+        const parsed = parseManifestFileName(file);
+        if (parsed?.ref !== ref) continue;
+        disk.set(parsed.slot, { ...found, spec: manifestSpec(found.bytes) });
       }
       const memory = this.#surges.get(ref);
       const same = memory?.spec === entry.spec;
-      const oldSpec = [disk.a, disk.b].find((d) => d && d.spec !== entry.spec)?.spec;
+      const oldSpec = [...disk.values()].find((d) => d.spec !== entry.spec)?.spec;
       const plan = planSurge({
         deployment: ref,
         spec: entry.spec,
@@ -337,7 +341,7 @@ export class DeploymentsPass {
         onDisk: disk,
         settings: rolloutSettings(deployment.spec.rollout),
         pods: view?.synced ? view.pods.filter((p) => isPodOf(p, entry)) : undefined,
-        inPlace: inPlaceReason({ deployment, names }),
+        inPlace: inPlaceReason({ deployment, spec: entry.spec, names }),
         watching: !!view,
         readySince: same ? memory.readySince : undefined,
         reverted: same ? memory.reverted : undefined,
@@ -581,9 +585,9 @@ function summarize(
   });
 }
 
-/** Keeps both slots of a Deployment as they are (its spec or values are not ready). */
-function keepSlots(keep: Set<string>, e: DeploymentEntry): void {
-  for (const slot of ["a", "b"] as const) keep.add(manifestFileName(e.namespace, e.name, slot));
+/** Keeps every manifest of Deployment `ref` as it is (its spec or values are not ready). */
+function keepFiles(keep: Set<string>, onDisk: Map<string, unknown>, ref: string): void {
+  for (const file of onDisk.keys()) if (parseManifestFileName(file)?.ref === ref) keep.add(file);
 }
 
 /** True when kubelet's Pod is one of this Deployment's static Pods (by Podmin's labels). */
@@ -597,7 +601,7 @@ function isPodOf(p: PodInfo, e: DeploymentEntry): boolean {
  * undefined when it can surge.
  */
 export function inPlaceReason(
-  o: { deployment: Deployment; names: Set<string> },
+  o: { deployment: Deployment; spec: string; names: Set<string> },
 ): string | undefined {
   const { spec, metadata } = o.deployment;
   if (rolloutSettings(spec.rollout).surge === false) return "spec.rollout.surge is false";
@@ -607,7 +611,7 @@ export function inPlaceReason(
   if (all.some((c) => c.ports?.some((p) => p.hostPort !== undefined))) {
     return "a Pod with a hostPort cannot run twice on a node";
   }
-  const surgeName = slotPodName(metadata.name, "b");
+  const surgeName = slotPodName(metadata.name, slotOf(o.spec));
   if (o.names.has(`${metadata.namespace}/${surgeName}`)) {
     return `Deployment ${metadata.namespace}/${surgeName} holds the surge Pod's name`;
   }

@@ -1,6 +1,6 @@
 /**
  * The kubelet static Pod directory. The agent touches only files whose name
- * matches `podmin_<ns>_<name>[.b].json` and whose content carries its owner
+ * matches `podmin_<ns>_<name>[.<slot>].json` and whose content carries its owner
  * annotation; writes go to a dot-file (ignored by kubelet) and are renamed.
  */
 
@@ -19,7 +19,7 @@ export interface DirChanges {
   owned: string[];
 }
 
-const TEMP_FILE_PATTERN = /^\.podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}(\.b)?\.json\.tmp$/;
+const TEMP_FILE_PATTERN = /^\.podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}(\.[0-9a-f]{8})?\.json\.tmp$/;
 
 /** A static Pod directory. */
 export class ManifestDir {

@@ -16,29 +16,39 @@ export const OWNER_VALUE = "podmin-agent";
 export const SPEC_ANNOTATION = "podmin.dev/spec";
 
 /**
- * A Deployment's two static Pod slots on a node (spec §7.1, "Surge"): `a` is
- * `podmin_<namespace>_<name>.json` running Pod `<name>`, `b` is `podmin_<namespace>_<name>.b.json`
- * running Pod `<name>-b`. A rollout starts the new spec in the free slot beside the running one.
+ * A Deployment's static Pod slot on a node (spec §7.1, "Surge"): `""` is
+ * `podmin_<namespace>_<name>.json` running Pod `<name>` (a Deployment's first spec on the node);
+ * a rollout starts the new spec beside the running Pod in the slot named after the new spec
+ * (`slotOf`): `podmin_<namespace>_<name>.<8 hex>.json` running Pod `<name>-<8 hex>`. A new Pod
+ * never takes the name of one kubelet may still be stopping (kubelet holds a static Pod back
+ * while another of the same name terminates, up to its grace period).
  */
-export type Slot = "a" | "b";
+export type Slot = string;
 
-/** The other slot. */
-export function otherSlot(slot: Slot): Slot {
-  return slot === "a" ? "b" : "a";
+/** The slot a spec `sha256:<hex>` surges into: the first 8 hex digits of its digest. */
+export function slotOf(spec: string): Slot {
+  return spec.slice("sha256:".length, "sha256:".length + 8);
 }
 
-/** The manifest file name of a Deployment's slot: `podmin_<namespace>_<name>[.b].json`. */
-export function manifestFileName(namespace: string, name: string, slot: Slot = "a"): string {
-  return `podmin_${namespace}_${name}${slot === "b" ? ".b" : ""}.json`;
+/** The manifest file name of a Deployment's slot: `podmin_<namespace>_<name>[.<slot>].json`. */
+export function manifestFileName(namespace: string, name: string, slot: Slot = ""): string {
+  return `podmin_${namespace}_${name}${slot ? `.${slot}` : ""}.json`;
 }
 
-/** The static Pod's name in a slot: `<name>` or `<name>-b` (kubelet appends `-<node name>`). */
+/** The static Pod's name in a slot: `<name>` or `<name>-<slot>` (kubelet appends `-<node>`). */
 export function slotPodName(name: string, slot: Slot): string {
-  return slot === "b" ? `${name}-b` : name;
+  return slot ? `${name}-${slot}` : name;
 }
 
 /** Matches names of files the agent may own. */
-export const MANIFEST_FILE_PATTERN = /^podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}(\.b)?\.json$/;
+export const MANIFEST_FILE_PATTERN =
+  /^podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}(\.[0-9a-f]{8})?\.json$/;
+
+/** The Deployment (`namespace/name`) and slot a manifest file is for; undefined for others. */
+export function parseManifestFileName(file: string): { ref: string; slot: Slot } | undefined {
+  const m = /^podmin_([a-z0-9-]{1,63})_([a-z0-9-]{1,63})(?:\.([0-9a-f]{8}))?\.json$/.exec(file);
+  return m ? { ref: `${m[1]}/${m[2]}`, slot: m[3] ?? "" } : undefined;
+}
 
 /** Options of `renderStaticPod`. */
 export interface RenderOptions {
@@ -49,7 +59,7 @@ export interface RenderOptions {
   secretsDir: string;
   /** Host directory holding per-Pod certificate directories. */
   tlsDir: string;
-  /** The slot it runs in (default `a`); both slots mount the Deployment's values and certificate. */
+  /** The slot it runs in (default `""`); every slot mounts the Deployment's values and certificate. */
   slot?: Slot;
 }
 
@@ -80,7 +90,7 @@ export function renderStaticPod(options: RenderOptions): Pod {
     apiVersion: "v1",
     kind: "Pod",
     metadata: {
-      name: slotPodName(name, options.slot ?? "a"),
+      name: slotPodName(name, options.slot ?? ""),
       namespace,
       labels: {
         ...(d.spec.template.metadata?.labels ?? {}),

@@ -13,7 +13,7 @@
 
 import type { RolloutSettings } from "../../core/model/rollout.ts";
 import type { PodInfo } from "../discovery/pod_proto.ts";
-import { otherSlot, type Slot, SPEC_ANNOTATION } from "./static_pod.ts";
+import { type Slot, slotOf, SPEC_ANNOTATION } from "./static_pod.ts";
 
 /** A Deployment's rollout on this node while it is not settled on its desired spec. */
 export interface NodeRollout {
@@ -52,7 +52,8 @@ export interface SurgeInput {
   spec: string;
   /** The manifest bytes of the desired spec in a slot. */
   render(slot: Slot): Uint8Array;
-  onDisk: Partial<Record<Slot, SlotOnDisk>>;
+  /** This Deployment's manifests on disk, by slot. */
+  onDisk: Map<Slot, SlotOnDisk>;
   settings: RolloutSettings;
   /** This Deployment's Pods in kubelet's view; undefined while the view is not whole. */
   pods?: PodInfo[];
@@ -98,8 +99,6 @@ export interface SurgePlan {
   drainedSince?: number;
 }
 
-const SLOTS: Slot[] = ["a", "b"];
-
 /**
  * After the cluster snapshot this node received no longer holds the old Pod's addresses, how long
  * the old Pod still runs: the other nodes apply the same snapshot to their dataplanes meanwhile.
@@ -109,12 +108,12 @@ export const DRAIN_GRACE_MS = 2_000;
 /** Plans one Deployment's slots (see the module's comment). */
 export function planSurge(input: SurgeInput): SurgePlan {
   const { onDisk, spec } = input;
-  const slots = SLOTS.filter((s) => onDisk[s]);
-  const current = slots.filter((s) => onDisk[s]!.spec === spec);
-  const others = slots.filter((s) => onDisk[s]!.spec !== spec);
+  const slots = [...onDisk.keys()].sort();
+  const current = slots.filter((s) => onDisk.get(s)!.spec === spec);
+  const others = slots.filter((s) => onDisk.get(s)!.spec !== spec);
+  if (slots.length === 0) return settled(input, "");
   if (current.length >= 1 && others.length === 0) return settled(input, current[0]);
-  if (slots.length === 0) return settled(input, "a");
-  if (current.length === 1) return surging(input, current[0], others[0]);
+  if (current.length >= 1) return surging(input, current[0], servingSlot(input, others));
   // Nothing on disk runs the desired spec yet.
   if (input.reverted) {
     return {
@@ -124,15 +123,16 @@ export function planSurge(input: SurgeInput): SurgePlan {
       rollout: {
         deployment: input.deployment,
         phase: "failed",
-        from: onDisk[slots[0]]!.spec,
+        from: onDisk.get(servingSlot(input, others))!.spec,
         to: spec,
         since: new Date(input.now).toISOString(),
         reason: "halted: the new Pod was removed (autoRevert) and the old one keeps serving",
       },
     };
   }
-  const serving = others.length === 2 ? servingSlot(input, others as [Slot, Slot]) : others[0];
-  const from = onDisk[serving]!.spec;
+  // The serving Pod stays; an earlier surge that never took over goes.
+  const serving = servingSlot(input, others);
+  const from = onDisk.get(serving)!.spec;
   const inPlace = input.inPlace ??
     (input.watching ? undefined : "the agent has no view of kubelet's Pods to see a new Pod Ready");
   if (inPlace) {
@@ -149,7 +149,7 @@ export function planSurge(input: SurgeInput): SurgePlan {
       },
     };
   }
-  const fresh = otherSlot(serving);
+  const fresh = slotOf(spec);
   return {
     write: new Map([[fresh, input.render(fresh)]]),
     keep: new Set([serving]),
@@ -170,11 +170,11 @@ function settled(input: SurgeInput, slot: Slot): SurgePlan {
   return { write: new Map([[slot, input.render(slot)]]), keep: new Set() };
 }
 
-/** Of two slots neither of which runs the desired spec: the one serving (Ready, else older). */
-function servingSlot(input: SurgeInput, [x, y]: [Slot, Slot]): Slot {
-  const ready = (s: Slot) => !!podOf(input, input.onDisk[s]!.spec)?.ready;
-  if (ready(x) !== ready(y)) return ready(x) ? x : y;
-  return input.onDisk[x]!.writtenMs <= input.onDisk[y]!.writtenMs ? x : y;
+/** Of slots none of which runs the desired spec: the one serving (Ready, else the oldest). */
+function servingSlot(input: SurgeInput, slots: Slot[]): Slot {
+  const ready = (s: Slot) => !!podOf(input, input.onDisk.get(s)!.spec)?.ready;
+  const age = (s: Slot) => input.onDisk.get(s)!.writtenMs;
+  return [...slots].sort((x, y) => Number(ready(y)) - Number(ready(x)) || age(x) - age(y))[0];
 }
 
 function podOf(input: SurgeInput, spec: string | undefined): PodInfo | undefined {
@@ -186,11 +186,11 @@ function podOf(input: SurgeInput, spec: string | undefined): PodInfo | undefined
 function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
   const { settings, now, deployment, spec } = input;
   const bytes = input.render(next);
-  const disk = input.onDisk[next]!;
+  const disk = input.onDisk.get(next)!;
   const writtenMs = equalBytes(disk.bytes, bytes) ? disk.writtenMs : now;
   const base = {
     deployment,
-    from: input.onDisk[old]!.spec,
+    from: input.onDisk.get(old)!.spec,
     to: spec,
     since: new Date(writtenMs).toISOString(),
   };
@@ -212,7 +212,7 @@ function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
   const readySince = input.pods && pod?.ready ? input.readySince ?? now : undefined;
   const minReadyMs = settings.minReadySeconds * 1000;
   if (readySince !== undefined && now - readySince >= minReadyMs) {
-    const oldSpec = input.onDisk[old]!.spec;
+    const oldSpec = input.onDisk.get(old)!.spec;
     if (input.oldAddressesGone === undefined) return { write, keep: new Set(), handedOver: true };
     const drainedSince = input.oldAddressesGone ? input.drainedSince ?? now : undefined;
     if (drainedSince !== undefined && now - drainedSince >= DRAIN_GRACE_MS) {
