@@ -11,8 +11,9 @@
  *   v1 from its endpoints once v2 was Ready for minReadySeconds, then removes it. No request
  *   fails, and the replies move from v1 to v2;
  * - the Deployment moves to an image whose container exits at once: node A halts past the progress
- *   deadline with kubelet's reason in its status and node record, the v2 Pod keeps serving, no
- *   request fails.
+ *   deadline with kubelet's reason in its status and node record (`podmin rollout status` names
+ *   the node and the reason), the v2 Pod keeps serving, no request fails;
+ * - `podmin rollout undo` goes back to v2: the crashing Pod is removed, the v2 Pod never moves.
  */
 
 import assert from "node:assert/strict";
@@ -229,6 +230,7 @@ testWith(
       return applied.stdout;
     };
     const status = () => readJsonStatus<AgentStatus>(statusFile).catch(() => undefined);
+    const rollout = (args: string[]) => podmin(["--bucket", bucket, "rollout", ...args], env);
     /** Runs the client until `until` resolves, then stops it and returns its counts. */
     const clientDuring = async (until: () => Promise<void>): Promise<ClientResult> => {
       const stop = path.join(work, `stop-${crypto.randomUUID()}`);
@@ -392,6 +394,17 @@ testWith(
         v2File = s.written[0];
       });
 
+      await step("rollout status and history: every node new, two revisions", async () => {
+        const st = await rollout(["status", "echo", "--wait", "--timeout", "180"]);
+        assert.equal(st.code, 0, st.stdout + st.stderr);
+        assert.match(st.stdout, /rolled out; 1 of 1 node\(s\) up to date, 1 available/);
+        assert.match(st.stdout, /^podmin-local\s+new\s+true\s*$/m);
+        const history = await rollout(["history", "echo"]);
+        assert.equal(history.code, 0, history.stderr);
+        assert.match(history.stdout, /^1\s.*apps\/echo:1\.0\s*$/m);
+        assert.match(history.stdout, /^2\s.*apps\/echo:2\.0\s+\(current\)$/m);
+      });
+
       await step(
         "a crashing image: node A halts with kubelet's reason, v2 keeps serving",
         async () => {
@@ -415,6 +428,33 @@ testWith(
             const nodes = await podmin(["--bucket", bucket, "get", "nodes", "-o", "json"], env);
             return /"phase":\s*"failed"/.test(nodes.stdout);
           }, 60_000);
+          const st = await rollout(["status", "echo"]);
+          assert.equal(st.code, 1, st.stdout + st.stderr);
+          assert.match(st.stdout, /halted/);
+          assert.match(st.stdout, /^podmin-local\s+failed\s+true\s+.*(CrashLoopBackOff|exit 1)/m);
+          assert.match(st.stdout, /podmin rollout undo echo/);
+        },
+      );
+
+      await step(
+        "rollout undo: back to v2 on the node, the crashing Pod removed, 0 failures",
+        async () => {
+          let out = "";
+          const result = await clientDuring(async () => {
+            const undo = await rollout(["undo", "echo"]);
+            assert.equal(undo.code, 0, undo.stderr);
+            out = undo.stdout;
+            const st = await rollout(["status", "echo", "--wait", "--timeout", "180"]);
+            assert.equal(st.code, 0, st.stdout + st.stderr);
+            await waitFor("node A back on v2 alone", async () => {
+              const s = await status();
+              return !!s?.converged && s.written.length === 1;
+            }, 120_000);
+          });
+          assert.match(out, /rolled back to revision 2 \(now revision 4\)/);
+          assert.equal(result.tcp_failed + result.udp_failed, 0, result.errors.join("\n"));
+          assert.deepEqual(result.versions, ["v2"]);
+          assert.deepEqual((await status())!.written, [v2File], "the v2 Pod never moved");
         },
       );
       ok = true;
