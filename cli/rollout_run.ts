@@ -111,6 +111,8 @@ async function rolloutHistory(ctx: CommandContext, ref: Ref): Promise<void> {
   const { store, entry } = await entryOf(ctx, ref);
   const history = await readDeploymentHistory(store, ref);
   const rows = [["REVISION", "APPLIED", "SPEC", "IMAGES", ""]];
+  // An earlier revision may hold the same spec (an undo): the newest one is the current.
+  const current = history.revisions.findLast((r) => r.spec === entry.spec);
   for (const r of history.revisions) {
     const spec = await readSpec(store, { kind: "Deployment", ref: r.spec });
     rows.push([
@@ -118,7 +120,7 @@ async function rolloutHistory(ctx: CommandContext, ref: Ref): Promise<void> {
       r.appliedAt,
       r.spec.slice(0, 19),
       imagesOf(spec).map((i) => i.image).join(","),
-      r.spec === entry.spec ? "(current)" : "",
+      r === current ? "(current)" : "",
     ]);
   }
   if (history.revisions.length === 0) {

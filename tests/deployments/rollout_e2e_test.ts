@@ -181,7 +181,7 @@ spec:
 }
 
 testWith(
-  "rollout e2e [kubelet + containerd + eBPF + moto]: a new image surges with 0 failed requests; a crashing image halts with the old Pod serving",
+  "rollout e2e [kubelet + containerd + eBPF + moto]: a new image surges with 0 failed requests; a crashing image halts with the old Pod serving; undo goes back",
   {
     root: true,
     tools: [
