@@ -32,7 +32,7 @@ Deno.test("rollout: history counts every new spec, undo applies an earlier one a
   const second = await apply("2");
   assert.match(
     second,
-    /configured \(revision 2\)\n  rollout started; follow it: podmin rollout status web -n default$/,
+    /configured \(revision 2\)\n {2}rollout started; follow it: podmin rollout status web -n default$/,
   );
   assert.match(await apply("2"), /unchanged$/, "the same spec is no new revision");
   await apply("3");
