@@ -329,11 +329,21 @@ export class DeploymentsPass {
       for (const [file, found] of onDisk) {
         const parsed = parseManifestFileName(file);
         if (parsed?.ref !== ref) continue;
-        disk.set(parsed.slot, { ...found, spec: manifestSpec(found.bytes) });
+        const spec = manifestSpec(found.bytes);
+        const equivalent = spec !== undefined && spec !== entry.spec &&
+          rendersSamePod({
+            onDisk: found.bytes,
+            rendered: render(parsed.slot),
+            spec,
+            desired: entry.spec,
+          });
+        disk.set(parsed.slot, { ...found, spec, ...(equivalent ? { equivalent } : {}) });
       }
       const memory = this.#surges.get(ref);
       const same = memory?.spec === entry.spec;
-      const oldSpec = [...disk.values()].find((d) => d.spec !== entry.spec)?.spec;
+      const oldSpec = [...disk.values()].find((d) => d.spec !== entry.spec && !d.equivalent)?.spec;
+      // A Pod that counts as the desired spec's is never withdrawn.
+      for (const d of disk.values()) if (d.equivalent && d.spec) desiredSpecs.add(d.spec);
       const plan = planSurge({
         deployment: ref,
         spec: entry.spec,
@@ -626,4 +636,15 @@ function canonicalIp(ip: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * True when manifest bytes on disk are the rendering of the desired spec but for the spec digest in
+ * their annotation: the change renders the same Pod (e.g. only `spec.rollout` changed).
+ */
+function rendersSamePod(
+  o: { onDisk: Uint8Array; rendered: Uint8Array; spec: string; desired: string },
+): boolean {
+  const dec = new TextDecoder();
+  return dec.decode(o.rendered).replaceAll(o.desired, o.spec) === dec.decode(o.onDisk);
 }

@@ -42,6 +42,12 @@ export interface SlotOnDisk {
   bytes: Uint8Array;
   /** Its mtime, ms: when it was (re)written. */
   writtenMs: number;
+  /**
+   * It renders the desired spec's Pod already and differs only in its spec annotation (e.g. only
+   * `spec.rollout` changed): it counts as the desired spec and is left as it is, since rewriting
+   * it would make kubelet restart its Pod.
+   */
+  equivalent?: boolean;
 }
 
 /** Input of `planSurge`. */
@@ -109,8 +115,9 @@ export const DRAIN_GRACE_MS = 2_000;
 export function planSurge(input: SurgeInput): SurgePlan {
   const { onDisk, spec } = input;
   const slots = [...onDisk.keys()].sort();
-  const current = slots.filter((s) => onDisk.get(s)!.spec === spec);
-  const others = slots.filter((s) => onDisk.get(s)!.spec !== spec);
+  const isCurrent = (s: Slot) => onDisk.get(s)!.spec === spec || !!onDisk.get(s)!.equivalent;
+  const current = slots.filter(isCurrent);
+  const others = slots.filter((s) => !isCurrent(s));
   if (slots.length === 0) return settled(input, "");
   if (current.length >= 1 && others.length === 0) return settled(input, current[0]);
   if (current.length >= 1) return surging(input, current[0], servingSlot(input, others));
@@ -167,6 +174,7 @@ export function planSurge(input: SurgeInput): SurgePlan {
 
 /** Only the desired spec on disk (or nothing): that slot, rewritten when its bytes differ. */
 function settled(input: SurgeInput, slot: Slot): SurgePlan {
+  if (input.onDisk.get(slot)?.equivalent) return { write: new Map(), keep: new Set([slot]) };
   return { write: new Map([[slot, input.render(slot)]]), keep: new Set() };
 }
 
@@ -185,18 +193,20 @@ function podOf(input: SurgeInput, spec: string | undefined): PodInfo | undefined
 /** The desired spec in `next` beside the old Pod in `old`. */
 function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
   const { settings, now, deployment, spec } = input;
-  const bytes = input.render(next);
   const disk = input.onDisk.get(next)!;
-  const writtenMs = equalBytes(disk.bytes, bytes) ? disk.writtenMs : now;
+  const bytes = input.render(next);
+  const writtenMs = disk.equivalent || equalBytes(disk.bytes, bytes) ? disk.writtenMs : now;
   const base = {
     deployment,
     from: input.onDisk.get(old)!.spec,
     to: spec,
     since: new Date(writtenMs).toISOString(),
   };
-  const write = new Map([[next, bytes]]);
-  if (input.inPlace) return { write, keep: new Set() };
-  const pod = podOf(input, spec);
+  // An equivalent slot stays as it is (kept, not rewritten).
+  const write = disk.equivalent ? new Map<Slot, Uint8Array>() : new Map([[next, bytes]]);
+  const stays = disk.equivalent ? [next] : [];
+  if (input.inPlace) return { write, keep: new Set(stays) };
+  const pod = podOf(input, disk.spec);
   if (input.pods && pod?.phase === "Failed" && /^OutOf/.test(pod.reason ?? "")) {
     // kubelet's admission refused the second Pod: the node cannot hold both.
     return {
@@ -213,14 +223,16 @@ function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
   const minReadyMs = settings.minReadySeconds * 1000;
   if (readySince !== undefined && now - readySince >= minReadyMs) {
     const oldSpec = input.onDisk.get(old)!.spec;
-    if (input.oldAddressesGone === undefined) return { write, keep: new Set(), handedOver: true };
+    if (input.oldAddressesGone === undefined) {
+      return { write, keep: new Set(stays), handedOver: true };
+    }
     const drainedSince = input.oldAddressesGone ? input.drainedSince ?? now : undefined;
     if (drainedSince !== undefined && now - drainedSince >= DRAIN_GRACE_MS) {
-      return { write, keep: new Set(), handedOver: true, withdraw: oldSpec };
+      return { write, keep: new Set(stays), handedOver: true, withdraw: oldSpec };
     }
     return {
       write,
-      keep: new Set([old]),
+      keep: new Set([...stays, old]),
       readySince,
       drainedSince,
       withdraw: oldSpec,
@@ -248,7 +260,7 @@ function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
     if (settings.autoRevert && input.pods) {
       return { write: new Map(), keep: new Set([old]), reverted: true, rollout: failed };
     }
-    return { write, keep: new Set([old]), readySince, rollout: failed };
+    return { write, keep: new Set([...stays, old]), readySince, rollout: failed };
   }
   const reason = !input.pods
     ? "waiting for a whole view of kubelet's Pods API"
@@ -257,7 +269,7 @@ function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
     : pod?.reason ?? "waiting for the new Pod to be Ready";
   return {
     write,
-    keep: new Set([old]),
+    keep: new Set([...stays, old]),
     readySince,
     rollout: { ...base, phase: "surging", reason },
     recheckAt: readySince !== undefined ? Math.min(readySince + minReadyMs, deadline) : deadline,

@@ -201,3 +201,12 @@ Deno.test("surge: with the mesh, the old Pod is withdrawn and drained before it 
   assert.equal(back.drainedSince, undefined);
   assert.deepEqual(slots(back.keep), [""]);
 });
+
+Deno.test("surge: a slot that renders the same Pod (only spec.rollout changed) is left as it is", () => {
+  const [slot, same] = disk(OLD, "");
+  const onDisk = on([slot, { ...same, equivalent: true }]);
+  const p = plan({ onDisk, pods: [pod(OLD, { ready: true })] });
+  assert.deepEqual(slots(p.write), [], "not rewritten: kubelet would restart the Pod");
+  assert.deepEqual(slots(p.keep), [""]);
+  assert.equal(p.rollout, undefined, "settled");
+});

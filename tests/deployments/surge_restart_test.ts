@@ -3,7 +3,7 @@
  * a real bucket (file store) and manifest directory, with kubelet's view given as the Pods API
  * watch hands it over. A restarted agent resumes from the slots on disk: it removes nothing while
  * its view is not whole, observes the new Pod's Ready streak again, then hands over; a failed
- * index read mid-surge leaves both Pods.
+ * index read mid-surge leaves both Pods; a change of `spec.rollout` alone restarts nothing.
  */
 
 import assert from "node:assert/strict";
@@ -18,14 +18,14 @@ import { UnavailableError } from "../../core/kit/errors.ts";
 import { silentLogger } from "../../core/kit/log.ts";
 import { parseResource } from "../../core/model/resources.ts";
 
-const web = (tag: string) =>
+const web = (tag: string, rollout: Record<string, unknown> = { minReadySeconds: 3 }) =>
   parseResource({
     apiVersion: "podmin.dev/v1",
     kind: "Deployment",
     metadata: { name: "web" },
     spec: {
       nodeGroup: "workers",
-      rollout: { minReadySeconds: 3 },
+      rollout,
       template: { spec: { containers: [{ name: "c", image: `r/apps/web:${tag}` }] } },
     },
   });
@@ -124,6 +124,18 @@ Deno.test("surge: a restarted agent resumes from disk; an outage mid-surge remov
     assert.deepEqual(done.rollouts, []);
     assert.equal(done.converged, true);
     assert.deepEqual(await files(), [surge], "v2 runs alone, in its own slot");
+
+    // Only spec.rollout changes: a new digest, the same Pod: nothing is rewritten or started.
+    const before = await Deno.readFile(path.join(manifests, surge));
+    await applyResources({
+      store,
+      resources: [web("2", { minReadySeconds: 3, autoRevert: true })],
+    });
+    const same = (await second.pass()).status;
+    assert.equal(same.converged, true);
+    assert.deepEqual(same.rollouts, []);
+    assert.deepEqual(await files(), [surge]);
+    assert.deepEqual(await Deno.readFile(path.join(manifests, surge)), before, "bytes untouched");
   } finally {
     await Deno.remove(tmp, { recursive: true });
   }
