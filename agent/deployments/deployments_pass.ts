@@ -142,6 +142,8 @@ export class DeploymentsPass {
   #summary: NodeDeployment[] = [];
   #idle?: IdleState;
   readonly #surges = new Map<string, SurgeMemory>();
+  /** The rollout phase last logged per Deployment (`namespace/name`). */
+  readonly #phases = new Map<string, string>();
   /** Specs whose Pods are withdrawn from this node's endpoints (a handover drains them). */
   #withdrawn = new Set<string>();
 
@@ -366,6 +368,7 @@ export class DeploymentsPass {
       for (const slot of plan.keep) keep.add(manifestFileName(entry.namespace, entry.name, slot));
       if (plan.rollout) options.rollouts.push(plan.rollout);
       if (plan.handedOver) this.#options.log.info("rollout handed over", { deployment: ref });
+      this.#logPhase(ref, plan.rollout);
       if (plan.rollout || plan.reverted) {
         this.#surges.set(ref, {
           spec: entry.spec,
@@ -377,8 +380,28 @@ export class DeploymentsPass {
       if (plan.recheckAt !== undefined) recheckAt = Math.min(recheckAt ?? Infinity, plan.recheckAt);
     }
     for (const ref of this.#surges.keys()) if (!live.has(ref)) this.#surges.delete(ref);
+    for (const ref of this.#phases.keys()) if (!names.has(ref)) this.#phases.delete(ref);
     this.#updateWithdrawn({ withdraw, desiredSpecs, view });
     return { desired, recheckAt };
+  }
+
+  /** Logs a Deployment's rollout phase when it changes (with the reason), and when it settles. */
+  #logPhase(ref: string, rollout: NodeRollout | undefined): void {
+    const phase = rollout ? `${rollout.phase} ${rollout.to}` : undefined;
+    if (phase === this.#phases.get(ref)) return;
+    if (rollout) {
+      this.#phases.set(ref, phase!);
+      const fields = {
+        deployment: ref,
+        phase: rollout.phase,
+        to: rollout.to,
+        reason: rollout.reason,
+      };
+      if (rollout.phase === "failed") this.#options.log.warn("rollout", fields);
+      else this.#options.log.info("rollout", fields);
+    } else if (this.#phases.delete(ref)) {
+      this.#options.log.info("rollout settled", { deployment: ref });
+    }
   }
 
   /**

@@ -111,6 +111,14 @@ export interface SurgePlan {
  */
 export const DRAIN_GRACE_MS = 2_000;
 
+/**
+ * kubelet's reasons for refusing a Pod at admission for want of resources: `OutOf<resource>`, and
+ * for a static Pod (critical to kubelet) `UnexpectedAdmissionError` when it found no Pod to preempt
+ * (measured on kubelet 1.36.3: "preemption: … no set of running pods found to reclaim resources").
+ * A refused Pod stays `Failed`: kubelet does not admit it again.
+ */
+const ADMISSION_REFUSED = /^(OutOf[a-z.\/-]+|UnexpectedAdmissionError)\b/i;
+
 /** Plans one Deployment's slots (see the module's comment). */
 export function planSurge(input: SurgeInput): SurgePlan {
   const { onDisk, spec } = input;
@@ -207,7 +215,7 @@ function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
   const stays = disk.equivalent ? [next] : [];
   if (input.inPlace) return { write, keep: new Set(stays) };
   const pod = podOf(input, disk.spec);
-  if (input.pods && pod?.phase === "Failed" && /^OutOf/.test(pod.reason ?? "")) {
+  if (input.pods && pod?.phase === "Failed" && ADMISSION_REFUSED.test(pod.reason ?? "")) {
     // kubelet's admission refused the second Pod: the node cannot hold both.
     return {
       write: new Map([[old, input.render(old)]]),
@@ -215,7 +223,7 @@ function surging(input: SurgeInput, next: Slot, old: Slot): SurgePlan {
       rollout: {
         ...base,
         phase: "replacing",
-        reason: `replaced in place: kubelet cannot run both Pods (${pod.reason})`,
+        reason: `replaced in place: kubelet cannot run both Pods (${pod.reason})`.slice(0, 512),
       },
     };
   }

@@ -153,6 +153,18 @@ Deno.test("surge: a node that cannot hold both Pods replaces in place", () => {
   assert.deepEqual(slots(p.keep), [], "the refused surge slot is removed");
   assert.equal(p.rollout?.phase, "replacing");
   assert.match(p.rollout?.reason ?? "", /OutOfmemory/);
+  // A static Pod is critical to kubelet: with nothing to preempt it says so instead.
+  const preempt = plan({
+    onDisk,
+    pods: [pod(NEW, {
+      phase: "Failed",
+      reason:
+        "UnexpectedAdmissionError: preemption: no set of running pods found to reclaim resources",
+    })],
+  });
+  assert.equal(preempt.rollout?.phase, "replacing");
+  const crashed = plan({ onDisk, pods: [pod(NEW, { phase: "Failed", reason: "Evicted: disk" })] });
+  assert.equal(crashed.rollout?.phase, "surging", "only admission refusals replace in place");
 });
 
 Deno.test("surge: in place when the Deployment asks for it or there is no Pods view", () => {

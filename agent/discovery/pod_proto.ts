@@ -6,7 +6,7 @@
  * - Pod: metadata = 1 (ObjectMeta), status = 3 (PodStatus)
  * - ObjectMeta: name = 1, namespace = 3, uid = 5, labels = 11, annotations = 12
  *   (map<string,string>)
- * - PodStatus: phase = 1, conditions = 2 (PodCondition: type = 1, status = 2), reason = 4,
+ * - PodStatus: phase = 1, conditions = 2 (PodCondition: type = 1, status = 2), message = 3, reason = 4,
  *   podIP = 6, containerStatuses = 8, podIPs = 12 (PodIP: ip = 1)
  * - ContainerStatus: name = 1, state = 2, lastState = 3 (ContainerState: waiting = 1
  *   (reason = 1), terminated = 3 (exitCode = 1, reason = 3))
@@ -30,8 +30,8 @@ export interface PodInfo {
   annotations?: Record<string, string>;
   /**
    * Why it is not running as it should, in kubelet's words, when kubelet says: the Pod's
-   * `status.reason` (e.g. `OutOfmemory`), else each container's waiting reason and last exit,
-   * e.g. `web: CrashLoopBackOff (last exit 1: Error)`.
+   * `status.reason` and `status.message` (e.g. `OutOfmemory: Pod was rejected: …`), else each
+   * container's waiting reason and last exit, e.g. `web: CrashLoopBackOff (last exit 1: Error)`.
    */
   reason?: string;
 }
@@ -81,10 +81,12 @@ function decodeMeta(bytes: Uint8Array, pod: PodInfo): void {
 function decodeStatus(bytes: Uint8Array, pod: PodInfo): string {
   let podIP = "";
   let podReason = "";
+  let podMessage = "";
   const containers: string[] = [];
   for (const f of fields(bytes)) {
     if (f.wire !== 2) continue;
     if (f.field === 1) pod.phase = text(f.value);
+    else if (f.field === 3) podMessage = text(f.value);
     else if (f.field === 4) podReason = text(f.value);
     else if (f.field === 8) {
       const c = decodeContainerStatus(f.value);
@@ -104,7 +106,9 @@ function decodeStatus(bytes: Uint8Array, pod: PodInfo): string {
       if (type === "Ready") pod.ready = status === "True";
     }
   }
-  const reason = podReason || containers.join("; ");
+  const reason = podReason
+    ? `${podReason}${podMessage ? `: ${podMessage}` : ""}`
+    : containers.join("; ");
   if (reason) pod.reason = reason.slice(0, 512);
   return podIP;
 }

@@ -90,8 +90,13 @@ Deno.test("decodePod reads annotations and kubelet's reasons: waiting, last exit
   assert.equal(p.reason, "web: CrashLoopBackOff (last exit 1: Error)");
   const rejected = join(
     msg(1, str(1, "web-b-node-1"), str(5, "uid-3")),
-    msg(3, str(1, "Failed"), str(4, "OutOfmemory")),
+    msg(
+      3,
+      str(1, "Failed"),
+      str(3, "Pod was rejected: insufficient memory"),
+      str(4, "OutOfmemory"),
+    ),
   );
-  assert.equal(decodePod(rejected).reason, "OutOfmemory");
+  assert.equal(decodePod(rejected).reason, "OutOfmemory: Pod was rejected: insufficient memory");
   assert.equal(decodePod(pod({ ready: true, ips: [] })).reason, undefined);
 });

@@ -139,7 +139,7 @@ interface ClientResult {
 }
 
 /** The Deployment and its Service; `rollout` is spec.rollout as YAML flow mapping. */
-function manifests(image: string, rollout: string): string {
+function manifests(image: string, rollout: string, cpu?: string): string {
   return `apiVersion: podmin.dev/v1
 kind: Deployment
 metadata:
@@ -159,7 +159,9 @@ spec:
           readinessProbe:
             tcpSocket:
               port: 8080
-            periodSeconds: 1
+            periodSeconds: 1${
+    cpu ? `\n          resources:\n            requests:\n              cpu: ${cpu}` : ""
+  }
 ---
 apiVersion: podmin.dev/v1
 kind: Service
@@ -222,9 +224,9 @@ testWith(
     const step = async (name: string, fn: () => Promise<void>) => {
       if (!(await t.step(name, fn))) throw new Error(`step failed: ${name}`);
     };
-    const apply = async (image: string, rollout: string) => {
+    const apply = async (image: string, rollout: string, cpu?: string) => {
       const file = path.join(work, "echo.yaml");
-      await Deno.writeTextFile(file, manifests(image, rollout));
+      await Deno.writeTextFile(file, manifests(image, rollout, cpu));
       const applied = await podmin(["--bucket", bucket, "apply", "-f", file], env);
       assert.equal(applied.code, 0, applied.stderr);
       return applied.stdout;
@@ -457,6 +459,50 @@ testWith(
           assert.deepEqual((await status())!.written, [v2File], "the v2 Pod never moved");
         },
       );
+
+      await step("a node whose allocatable cannot hold both Pods replaces in place", async () => {
+        // One Pod's request fits the node's allocatable CPU (its cores less the 200m vmconfig
+        // reserves), two do not: kubelet's admission refuses the second.
+        const allocatable = navigator.hardwareConcurrency * 1000 - 200;
+        const cpu = `${Math.floor(allocatable / 2) + 50}m`;
+        /** Waits until node A took an index newer than `generation` and runs one Pod. */
+        const settled = async (what: string, generation: number) =>
+          await waitFor(what, async () => {
+            const s = await status();
+            return (s?.indexGeneration ?? 0) > generation && !!s?.converged &&
+              s.written.length === 1;
+          }, 240_000);
+        const generation = async () => (await status())!.indexGeneration ?? 0;
+        /** The rollout phases the agent logged since `from` (a phase may last a pass or two). */
+        const logged = async (from: number) =>
+          (await Deno.readTextFile(path.join(stateDir, "logs/podmin-agent.log")))
+            .split("\n").filter((l) => l.includes('"msg":"rollout"')).map((l) => JSON.parse(l))
+            .filter((l) => Date.parse(l.ts) >= from);
+        const withRequest = Date.now();
+        let before = await generation();
+        await apply("echo:2.0", "{minReadySeconds: 2}", cpu);
+        await settled("v2 with its CPU request beside v2 without, then alone", before);
+        const surged = await logged(withRequest);
+        assert.ok(
+          surged.length > 0 && surged.every((l) => l.phase === "surging"),
+          JSON.stringify(surged),
+        );
+        const full = Date.now();
+        before = await generation();
+        await apply("echo:1.0", "{minReadySeconds: 2}", cpu);
+        await settled("v1 replaced v2 in place", before);
+        const replaced = await logged(full);
+        assert.ok(
+          replaced.some((l) =>
+            l.phase === "replacing" &&
+            /kubelet cannot run both Pods \((OutOfcpu|UnexpectedAdmissionError)\b/.test(l.reason)
+          ),
+          JSON.stringify(replaced),
+        );
+        const r = await clientDuring(() => new Promise((ok) => setTimeout(ok, 500)));
+        assert.ok(r.tcp_ok > 0 && r.tcp_failed === 0, JSON.stringify(r));
+        assert.deepEqual(r.versions, ["v1"]);
+      });
       ok = true;
     } catch (err) {
       const log = (name: string) =>
