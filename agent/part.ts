@@ -117,6 +117,8 @@ export interface AgentEvents extends Record<string, unknown> {
   localEndpointsChanged: void;
   /** The deployments pass changed the node's convergence or the index generation it applied. */
   convergenceChanged: void;
+  /** A rollout's handover withdrew a Pod from this node's endpoints, or released one. */
+  podsWithdrawn: void;
 }
 
 /** The agent's hub. */

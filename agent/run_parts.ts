@@ -7,6 +7,7 @@ import type { ObjectStore } from "../core/store/object_store.ts";
 import { createLogger } from "../core/kit/log.ts";
 import { dataplanePart } from "./dataplane/part.ts";
 import { deploymentsPart } from "./deployments/part.ts";
+import { lacksPodsApi } from "./discovery/pods_api_problem.ts";
 import { dnsPart } from "./dns/part.ts";
 import { caKeySource } from "./identity/ca_key.ts";
 import { identityPart, telemetryPart } from "./identity/part.ts";
@@ -83,6 +84,10 @@ export function desiredStateParts({ f, context, provider, link }: RunInputs) {
     secrets: secrets.sync,
     certificates: identity?.certificates,
     notifier: link.notifier("index"),
+    // `--once` cannot wait for a new Pod, nor can a kubelet without the Pods API show one Ready:
+    // they replace in place (spec §7.1, "Surge").
+    podsApiSocket: f.once || lacksPodsApi(f.mesh.kubeletVersion) ? undefined : f.mesh.podsApiSocket,
+    clusterEndpoints: f.meshListen && !f.once ? () => link.snapshot()?.endpoints : undefined,
   });
   return { services, identity, deployments };
 }
@@ -120,6 +125,7 @@ export function nodeParts(o: RunInputs & ReturnType<typeof desiredStateParts>) {
     services,
     intervalMs,
     caStateMs: identity?.stateRefreshMs,
+    withdrawn: (pod) => deployments.isWithdrawn(pod),
   });
   const node = nodePart({
     context,

@@ -15,7 +15,8 @@ import { type LoadedResource, loadResourceFiles } from "./resource_files.ts";
 
 function describe(c: Change): string {
   const vip = c.vip ? ` (VIP ${c.vip})` : "";
-  return `${c.kind.toLowerCase()} ${c.namespace}/${c.name} ${c.action}${vip}`;
+  const revision = c.revision ? ` (revision ${c.revision})` : "";
+  return `${c.kind.toLowerCase()} ${c.namespace}/${c.name} ${c.action}${vip}${revision}`;
 }
 
 function loadFiles(ctx: CommandContext): Promise<LoadedResource[]> {
@@ -89,7 +90,13 @@ export async function runApply(ctx: CommandContext): Promise<number | void> {
   });
   await warnMissingImages(ctx, store, resources);
   const suffix = dryRun === "server" ? " (dry run)" : "";
-  for (const c of changes) ctx.out(describe(c) + suffix);
+  for (const c of changes) {
+    ctx.out(describe(c) + suffix);
+    if (c.kind === "Deployment" && c.action === "configured" && dryRun === "none") {
+      // Every node of its NodeGroup starts the new spec beside its running Pod (spec §7.1).
+      ctx.out(`  rollout started; follow it: podmin rollout status ${c.name} -n ${c.namespace}`);
+    }
+  }
 }
 
 /** `podmin diff`: exit 1 when something would change. */

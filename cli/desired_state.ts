@@ -22,6 +22,7 @@ import {
   serviceIndexObject,
 } from "../core/bucket/service_index.ts";
 import { type EncodedSpec, encodeSpec, writeSpec } from "../core/bucket/spec_objects.ts";
+import { recordRevision } from "../core/bucket/deployment_history.ts";
 import { formatIpv6Prefix, parseIpv6Prefix } from "../core/model/ipv6.ts";
 
 /** What apply did (or, for diff, would do) to one resource. */
@@ -35,6 +36,8 @@ export interface Change {
   after: string;
   /** Services: the VIP (after apply). */
   vip?: string;
+  /** Deployments created or configured: the revision of the new spec in its history. */
+  revision?: number;
 }
 
 /** Options of `applyResources`. */
@@ -109,6 +112,15 @@ async function applyDeployments(options: ApplyOptions, deployments: Deployment[]
           : undefined;
       },
     });
+    // The history follows the index: a revision is a spec the index held.
+    for (const p of dirty) {
+      p.change.revision = await recordRevision({
+        store,
+        namespace: p.entry.namespace,
+        name: p.entry.name,
+        spec: p.entry.spec,
+      });
+    }
   }
   return planned.map((p) => p.change);
 }

@@ -24,6 +24,7 @@ import {
   storeOf,
 } from "./cluster_reads.ts";
 import { parseLabelSelector } from "./label_selector.ts";
+import { rolloutView } from "./rollout_view.ts";
 import { formatAge, outputFormat, table } from "./output_format.ts";
 
 const labelText = (labels: Record<string, string> | undefined) =>
@@ -90,26 +91,43 @@ export async function runGet(ctx: CommandContext): Promise<number | void> {
   }
   const wide = output === "wide";
   const rows = kind === "Deployment"
-    ? deploymentRows(objects, wide)
+    ? deploymentRows(objects, (await readNodeRecords(store)).records, wide)
     : await serviceRows(store, objects, wide);
   table(rows).forEach((l) => ctx.out(l));
 }
 
-/** The `get deployments` table (`wide` adds images and labels). */
-function deploymentRows(objects: StoredObject[], wide: boolean): string[][] {
+/**
+ * The `get deployments` table: UP-TO-DATE (nodes running the current spec alone) and AVAILABLE
+ * (nodes whose Pod kubelet reports Ready) out of the live nodes of its NodeGroup, from the node
+ * records (`rollout_view.ts`); `wide` adds images and labels.
+ */
+function deploymentRows(
+  objects: StoredObject[],
+  records: NodeRecord[],
+  wide: boolean,
+): string[][] {
   const rows = [[
     "NAMESPACE",
     "NAME",
     "NODEGROUP",
+    "UP-TO-DATE",
+    "AVAILABLE",
     "SPEC",
     ...(wide ? ["IMAGES", "LABELS"] : []),
   ]];
   for (const o of objects) {
     const d = o.spec as Deployment;
+    const view = rolloutView(
+      { namespace: o.namespace, name: o.name, nodeGroup: o.nodeGroup!, spec: o.ref },
+      records,
+    );
+    const nodes = view.nodes.length;
     rows.push([
       o.namespace,
       o.name,
       o.nodeGroup!,
+      `${view.upToDate}/${nodes}`,
+      `${view.available}/${nodes}`,
       o.ref.slice(0, 19),
       ...(wide ? [imagesOf(d).map((u) => u.image).join(","), labelText(d.metadata.labels)] : []),
     ]);

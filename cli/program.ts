@@ -12,6 +12,7 @@ import { caCommands } from "./ca_command.ts";
 import { clusterViewCommands } from "./cluster_view_commands.ts";
 import { deployCommands } from "./deploy_commands.ts";
 import { getCommands } from "./get_commands.ts";
+import { rolloutCommands } from "./rollout_commands.ts";
 import { imageCommands } from "./image_commands.ts";
 import { setupCommands } from "./setup/setup_command.ts";
 import { teardownCommands } from "./setup/teardown_commands.ts";
@@ -50,6 +51,7 @@ export function programOf(): Program {
     examples: PROGRAM_EXAMPLES,
     commands: [
       ...deployCommands,
+      ...rolloutCommands,
       ...getCommands,
       ...clusterViewCommands,
       ...imageCommands,

@@ -27,8 +27,30 @@ import { ErrorLog } from "../error_log.ts";
 import { ManifestDir } from "./manifest_dir.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
 import type { PodCertificates } from "../identity/pod_certificates.ts";
-import { manifestBytes, manifestFileName, renderStaticPod } from "./static_pod.ts";
+import {
+  manifestBytes,
+  manifestFileName,
+  manifestSpec,
+  parseManifestFileName,
+  renderStaticPod,
+  type Slot,
+  slotOf,
+  slotPodName,
+  SPEC_ANNOTATION,
+} from "./static_pod.ts";
+import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
+import { formatIpv6, parseIpv6 } from "../../core/model/ipv6.ts";
 import type { AgentStatus } from "./status.ts";
+import { type NodeRollout, planSurge, type SlotOnDisk } from "./surge_plan.ts";
+import { rolloutSettings } from "../../core/model/rollout.ts";
+import type { PodInfo } from "../discovery/pod_proto.ts";
+
+/** kubelet's Pods as the Pods API watch sees them (`PodsWatch.view`). */
+export interface PodsView {
+  /** False until the watch holds a whole view (and while it re-syncs after a break). */
+  synced: boolean;
+  pods: PodInfo[];
+}
 
 /** Options of `DeploymentsPass`. */
 export interface DeploymentsPassOptions {
@@ -52,6 +74,19 @@ export interface DeploymentsPassOptions {
    * the directory (spec §7.1).
    */
   fullScanMs?: number;
+  /**
+   * kubelet's view of the node's Pods, which a surge needs to see the new Pod Ready (spec §7.1,
+   * "Surge"). Absent (`--once`, no Pods API): every new spec replaces its Pod in place.
+   */
+  pods?: () => PodsView;
+  /**
+   * With the endpoint mesh: the newest cluster snapshot's endpoints (undefined until one arrived).
+   * A handover then first withdraws the old Pod from this node's endpoints and waits until the
+   * snapshot no longer holds its addresses (spec §7.1, "Surge"). Absent: no mesh, no wait.
+   */
+  clusterEndpoints?: () => EndpointSet | undefined;
+  /** Called when the set of withdrawn Pods changes (the mesh part reports endpoints again). */
+  onWithdrawnChange?: () => void;
   /** Clock in milliseconds (tests). */
   now?: () => number;
 }
@@ -75,6 +110,16 @@ export interface PassResult {
   status: AgentStatus;
   /** True when the bucket could not be reached (the caller backs off). */
   unavailable: boolean;
+  /** When (ms) a rollout on this node wants a pass at the latest (a Ready streak's end). */
+  recheckAt?: number;
+}
+
+/** What one Deployment's rollout carries from pass to pass (in memory; see surge_plan.ts). */
+interface SurgeMemory {
+  spec: string;
+  readySince?: number;
+  reverted?: boolean;
+  drainedSince?: number;
 }
 
 /** An index entry whose spec was read and verified. */
@@ -96,11 +141,25 @@ export class DeploymentsPass {
   #converged?: boolean;
   #summary: NodeDeployment[] = [];
   #idle?: IdleState;
+  readonly #surges = new Map<string, SurgeMemory>();
+  /** The rollout phase last logged per Deployment (`namespace/name`). */
+  readonly #phases = new Map<string, string>();
+  /** Specs whose Pods are withdrawn from this node's endpoints (a handover drains them). */
+  #withdrawn = new Set<string>();
 
   constructor(options: DeploymentsPassOptions) {
     this.#options = options;
     this.#dir = new ManifestDir(options.manifestDir);
     this.#problems = new ErrorLog({ log: options.log });
+  }
+
+  /**
+   * True for a Pod a handover withdrew from this node's endpoints: the old Pod of a rollout, from
+   * the moment the new one has been Ready for `minReadySeconds` until kubelet no longer lists it.
+   */
+  isWithdrawn(pod: PodInfo): boolean {
+    const spec = pod.annotations?.[SPEC_ANNOTATION];
+    return spec !== undefined && this.#withdrawn.has(spec);
   }
 
   /** The ETag of the index held (undefined: none, or the index is absent). */
@@ -139,7 +198,7 @@ export class DeploymentsPass {
     const mine = this.#index.deployments.filter((e) => e.nodeGroup === this.#options.nodeGroup);
     const specs = await this.#readSpecs(mine, { errors, pending });
     if (read.changed) this.#pruneSpecCache(this.#index);
-    const { ready, keep } = specs;
+    const { ready } = specs;
 
     // 3. Provider values; a Deployment is written only once its values exist.
     const secrets = await this.#options.secrets.sync(ready.map((r) => r.deployment));
@@ -148,8 +207,29 @@ export class DeploymentsPass {
     const identity = await this.#options.identity?.sync(ready.map((r) => r.deployment));
     if (identity) errors.push(...identity.errors);
 
-    // 4. Render and converge the directory.
-    const desired = this.#render({ ready, keep, pending, secrets, identity });
+    // 4. Render and converge the directory (each Deployment's slots planned: surge, §7.1).
+    let onDisk: Map<string, { bytes: Uint8Array; writtenMs: number }>;
+    try {
+      onDisk = await this.#dir.readOwnedTimes();
+    } catch (err) {
+      errors.push(`reading ${this.#options.manifestDir}: ${(err as Error).message}`);
+      return { status: await this.#finish(errors, pending, mine.map(refOf)), unavailable: false };
+    }
+    // A Deployment whose spec cannot be read keeps every file it has.
+    const keep = new Set<string>();
+    for (const ref of specs.keepRefs) keepFiles(keep, onDisk, ref);
+    const rollouts: NodeRollout[] = [];
+    const { desired, recheckAt } = this.#render({
+      ready,
+      keep,
+      pending,
+      secrets,
+      identity,
+      onDisk,
+      mine,
+      rollouts,
+      now,
+    });
     const written = await this.#writeManifests({
       desired,
       keep,
@@ -157,8 +237,8 @@ export class DeploymentsPass {
       keepValues: new Set([...specs.keepRefs, ...ready.map((r) => refOf(r.entry))]),
     });
     errors.push(...written.errors);
-    this.#summary = summarize(mine, pending);
-    const status = await this.#finish(errors, pending, mine.map(refOf), written.onDisk);
+    this.#summary = summarize(mine, pending, rollouts);
+    const status = await this.#finish(errors, pending, mine.map(refOf), written.onDisk, rollouts);
     if (status.converged) {
       this.#idle = {
         deployments: ready.map((r) => r.deployment),
@@ -168,18 +248,17 @@ export class DeploymentsPass {
         nextFullScan: now + (this.#options.fullScanMs ?? FULL_SCAN_MS),
       };
     }
-    return { status, unavailable: read.unavailable || specs.unavailable };
+    return { status, unavailable: read.unavailable || specs.unavailable, recheckAt };
   }
 
   /**
-   * Reads the spec of each entry; an entry whose spec cannot be read keeps its manifest file and
-   * its values (`keep`, `keepRefs`) and is pending, with its error.
+   * Reads the spec of each entry; an entry whose spec cannot be read keeps its manifest files and
+   * its values (`keepRefs`) and is pending, with its error.
    */
   async #readSpecs(
     mine: DeploymentEntry[],
     into: { errors: string[]; pending: AgentStatus["pending"] },
-  ): Promise<{ ready: Ready[]; keep: Set<string>; keepRefs: Set<string>; unavailable: boolean }> {
-    const keep = new Set<string>();
+  ): Promise<{ ready: Ready[]; keepRefs: Set<string>; unavailable: boolean }> {
     const keepRefs = new Set<string>();
     const ready: Ready[] = [];
     let unavailable = false;
@@ -189,13 +268,12 @@ export class DeploymentsPass {
         ready.push({ entry, deployment: await this.#spec(entry) });
       } catch (err) {
         if (err instanceof UnavailableError) unavailable = true;
-        keep.add(manifestFileName(entry.namespace, entry.name));
         keepRefs.add(ref);
         into.pending.push({ deployment: ref, reason: (err as Error).message });
         into.errors.push(`${ref}: ${(err as Error).message}`);
       }
     }
-    return { ready, keep, keepRefs, unavailable };
+    return { ready, keepRefs, unavailable };
   }
 
   /** Keeps the spec cache to the digests the index references (once per new index). */
@@ -205,8 +283,8 @@ export class DeploymentsPass {
   }
 
   /**
-   * The manifest bytes of each ready Deployment whose values and certificate exist; the others
-   * keep their current file (`keep`) and are pending.
+   * The manifest bytes of each ready Deployment whose values and certificate exist, by slot as
+   * `planSurge` decides; the others keep their current files (`keep`) and are pending.
    */
   #render(options: {
     ready: Ready[];
@@ -214,32 +292,148 @@ export class DeploymentsPass {
     pending: AgentStatus["pending"];
     secrets: { ready: Set<string> };
     identity?: { ready: Set<string> };
-  }): Map<string, Uint8Array> {
-    const { keep, pending, secrets, identity } = options;
+    onDisk: Map<string, { bytes: Uint8Array; writtenMs: number }>;
+    mine: DeploymentEntry[];
+    rollouts: NodeRollout[];
+    now: number;
+  }): { desired: Map<string, Uint8Array>; recheckAt?: number } {
+    const { keep, pending, secrets, identity, onDisk, now } = options;
     const desired = new Map<string, Uint8Array>();
+    const view = this.#options.pods?.();
+    const names = new Set(options.mine.map(refOf));
+    let recheckAt: number | undefined;
+    const live = new Set<string>();
+    const withdraw = new Set<string>();
+    const desiredSpecs = new Set(options.ready.map((r) => r.entry.spec));
     for (const { entry, deployment } of options.ready) {
       const ref = refOf(entry);
-      const file = manifestFileName(entry.namespace, entry.name);
       if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
-        keep.add(file);
+        keepFiles(keep, onDisk, ref);
         pending.push({ deployment: ref, reason: "declared values not fetched yet" });
         continue;
       }
       if (identity && !identity.ready.has(ref)) {
         // A running Pod keeps its manifest (and its last certificate); a new one waits.
-        keep.add(file);
+        keepFiles(keep, onDisk, ref);
         pending.push({ deployment: ref, reason: "no valid workload certificate yet" });
         continue;
       }
-      const pod = renderStaticPod({
-        deployment,
-        specRef: entry.spec,
-        secretsDir: this.#options.secretsDir,
-        tlsDir: this.#options.tlsDir,
+      live.add(ref);
+      const render = (slot: Slot) =>
+        manifestBytes(renderStaticPod({
+          deployment,
+          specRef: entry.spec,
+          secretsDir: this.#options.secretsDir,
+          tlsDir: this.#options.tlsDir,
+          slot,
+        }));
+      const disk = new Map<Slot, SlotOnDisk>();
+      for (const [file, found] of onDisk) {
+        const parsed = parseManifestFileName(file);
+        if (parsed?.ref !== ref) continue;
+        const spec = manifestSpec(found.bytes);
+        const equivalent = spec !== undefined && spec !== entry.spec &&
+          rendersSamePod({
+            onDisk: found.bytes,
+            rendered: render(parsed.slot),
+            spec,
+            desired: entry.spec,
+          });
+        disk.set(parsed.slot, { ...found, spec, ...(equivalent ? { equivalent } : {}) });
+      }
+      const memory = this.#surges.get(ref);
+      const same = memory?.spec === entry.spec;
+      const oldSpec = [...disk.values()].find((d) => d.spec !== entry.spec && !d.equivalent)?.spec;
+      // A Pod that counts as the desired spec's is never withdrawn.
+      for (const d of disk.values()) if (d.equivalent && d.spec) desiredSpecs.add(d.spec);
+      const plan = planSurge({
+        deployment: ref,
+        spec: entry.spec,
+        render,
+        onDisk: disk,
+        settings: rolloutSettings(deployment.spec.rollout),
+        pods: view?.synced ? view.pods.filter((p) => isPodOf(p, entry)) : undefined,
+        inPlace: inPlaceReason({ deployment, spec: entry.spec, names }),
+        watching: !!view,
+        readySince: same ? memory.readySince : undefined,
+        reverted: same ? memory.reverted : undefined,
+        oldAddressesGone: this.#addressesGone(oldSpec, view),
+        drainedSince: same ? memory.drainedSince : undefined,
+        now,
       });
-      desired.set(file, manifestBytes(pod));
+      if (plan.withdraw !== undefined) withdraw.add(plan.withdraw);
+      for (const [slot, bytes] of plan.write) {
+        desired.set(manifestFileName(entry.namespace, entry.name, slot), bytes);
+      }
+      for (const slot of plan.keep) keep.add(manifestFileName(entry.namespace, entry.name, slot));
+      if (plan.rollout) options.rollouts.push(plan.rollout);
+      if (plan.handedOver) this.#options.log.info("rollout handed over", { deployment: ref });
+      this.#logPhase(ref, plan.rollout);
+      if (plan.rollout || plan.reverted) {
+        this.#surges.set(ref, {
+          spec: entry.spec,
+          readySince: plan.readySince,
+          reverted: plan.reverted,
+          drainedSince: plan.drainedSince,
+        });
+      } else this.#surges.delete(ref);
+      if (plan.recheckAt !== undefined) recheckAt = Math.min(recheckAt ?? Infinity, plan.recheckAt);
     }
-    return desired;
+    for (const ref of this.#surges.keys()) if (!live.has(ref)) this.#surges.delete(ref);
+    for (const ref of this.#phases.keys()) if (!names.has(ref)) this.#phases.delete(ref);
+    this.#updateWithdrawn({ withdraw, desiredSpecs, view });
+    return { desired, recheckAt };
+  }
+
+  /** Logs a Deployment's rollout phase when it changes (with the reason), and when it settles. */
+  #logPhase(ref: string, rollout: NodeRollout | undefined): void {
+    const phase = rollout ? `${rollout.phase} ${rollout.to}` : undefined;
+    if (phase === this.#phases.get(ref)) return;
+    if (rollout) {
+      this.#phases.set(ref, phase!);
+      const fields = {
+        deployment: ref,
+        phase: rollout.phase,
+        to: rollout.to,
+        reason: rollout.reason,
+      };
+      if (rollout.phase === "failed") this.#options.log.warn("rollout", fields);
+      else this.#options.log.info("rollout", fields);
+    } else if (this.#phases.delete(ref)) {
+      this.#options.log.info("rollout settled", { deployment: ref });
+    }
+  }
+
+  /**
+   * Whether the Pods of `oldSpec` are withdrawn and their addresses gone from the cluster's
+   * endpoints; undefined without the mesh (or without an old spec).
+   */
+  #addressesGone(oldSpec: string | undefined, view: PodsView | undefined): boolean | undefined {
+    if (!this.#options.clusterEndpoints || oldSpec === undefined) return undefined;
+    const endpoints = this.#options.clusterEndpoints();
+    if (!endpoints || !view?.synced || !this.#withdrawn.has(oldSpec)) return false;
+    const listed = new Set(Object.values(endpoints).flat());
+    const ips = view.pods.filter((p) => p.annotations?.[SPEC_ANNOTATION] === oldSpec)
+      .flatMap((p) => p.ips).map(canonicalIp);
+    return !ips.some((ip) => ip !== undefined && listed.has(ip));
+  }
+
+  /**
+   * The withdrawn set: this pass's handovers, and earlier ones whose Pods kubelet still lists
+   * (a stopping Pod must not come back into the endpoints); never a desired spec.
+   */
+  #updateWithdrawn(o: { withdraw: Set<string>; desiredSpecs: Set<string>; view?: PodsView }) {
+    const next = new Set(o.withdraw);
+    for (const spec of this.#withdrawn) {
+      const listed = !o.view?.synced ||
+        o.view.pods.some((p) => p.annotations?.[SPEC_ANNOTATION] === spec);
+      if (listed) next.add(spec);
+    }
+    for (const spec of o.desiredSpecs) next.delete(spec);
+    const changed = next.size !== this.#withdrawn.size ||
+      [...next].some((x) => !this.#withdrawn.has(x));
+    this.#withdrawn = next;
+    if (changed) this.#options.onWithdrawnChange?.();
   }
 
   /**
@@ -354,6 +548,7 @@ export class DeploymentsPass {
     pending: AgentStatus["pending"],
     desired: string[],
     onDisk?: string[],
+    rollouts: NodeRollout[] = [],
   ): Promise<AgentStatus> {
     // One line per kind of problem, a summary while it persists, and its recovery.
     this.#problems.update(errors);
@@ -374,8 +569,9 @@ export class DeploymentsPass {
       desired,
       written,
       pending,
+      rollouts,
       errors,
-      converged: errors.length === 0 && pending.length === 0,
+      converged: errors.length === 0 && pending.length === 0 && rollouts.length === 0,
       ...(this.#options.identity ? { certificates: this.#options.identity.status() } : {}),
     };
   }
@@ -390,13 +586,88 @@ function refOf(e: DeploymentEntry): string {
   return `${e.namespace}/${e.name}`;
 }
 
-/** This node's Deployments for the node record: written (with their spec) or pending (why). */
-function summarize(mine: DeploymentEntry[], pending: AgentStatus["pending"]): NodeDeployment[] {
+/**
+ * This node's Deployments for the node record: written (with their spec, and their rollout while
+ * it is not settled) or pending (why).
+ */
+function summarize(
+  mine: DeploymentEntry[],
+  pending: AgentStatus["pending"],
+  rollouts: NodeRollout[],
+): NodeDeployment[] {
   const pendingBy = new Map(pending.map((p) => [p.deployment, p.reason]));
+  const rolloutBy = new Map(rollouts.map((r) => [r.deployment, r]));
   return mine.map((e) => {
     const reason = pendingBy.get(refOf(e));
-    return reason === undefined
-      ? { namespace: e.namespace, name: e.name, spec: e.spec }
-      : { namespace: e.namespace, name: e.name, pending: reason };
+    if (reason !== undefined) return { namespace: e.namespace, name: e.name, pending: reason };
+    const r = rolloutBy.get(refOf(e));
+    return {
+      namespace: e.namespace,
+      name: e.name,
+      spec: e.spec,
+      ...(r
+        ? {
+          rollout: {
+            phase: r.phase,
+            ...(r.from ? { from: r.from } : {}),
+            ...(r.reason ? { reason: r.reason } : {}),
+          },
+        }
+        : {}),
+    };
   });
+}
+
+/** Keeps every manifest of Deployment `ref` as it is (its spec or values are not ready). */
+function keepFiles(keep: Set<string>, onDisk: Map<string, unknown>, ref: string): void {
+  for (const file of onDisk.keys()) if (parseManifestFileName(file)?.ref === ref) keep.add(file);
+}
+
+/** True when kubelet's Pod is one of this Deployment's static Pods (by Podmin's labels). */
+function isPodOf(p: PodInfo, e: DeploymentEntry): boolean {
+  return p.namespace === e.namespace && p.labels["podmin.dev/namespace"] === e.namespace &&
+    p.labels["podmin.dev/deployment"] === e.name;
+}
+
+/**
+ * Why a Deployment's new spec must replace its Pod in place on this node instead of surging, or
+ * undefined when it can surge.
+ */
+export function inPlaceReason(
+  o: { deployment: Deployment; spec: string; names: Set<string> },
+): string | undefined {
+  const { spec, metadata } = o.deployment;
+  if (rolloutSettings(spec.rollout).surge === false) return "spec.rollout.surge is false";
+  const pod = spec.template.spec;
+  if (pod.hostNetwork) return "a hostNetwork Pod cannot run twice on a node";
+  const all = [...pod.containers, ...(pod.initContainers ?? [])];
+  if (all.some((c) => c.ports?.some((p) => p.hostPort !== undefined))) {
+    return "a Pod with a hostPort cannot run twice on a node";
+  }
+  const surgeName = slotPodName(metadata.name, slotOf(o.spec));
+  if (o.names.has(`${metadata.namespace}/${surgeName}`)) {
+    return `Deployment ${metadata.namespace}/${surgeName} holds the surge Pod's name`;
+  }
+  return undefined;
+}
+
+/** An IPv6 address as the endpoint snapshot writes it, or undefined for anything else. */
+function canonicalIp(ip: string): string | undefined {
+  if (!ip.includes(":")) return undefined;
+  try {
+    return formatIpv6(parseIpv6(ip));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * True when manifest bytes on disk are the rendering of the desired spec but for the spec digest in
+ * their annotation: the change renders the same Pod (e.g. only `spec.rollout` changed).
+ */
+function rendersSamePod(
+  o: { onDisk: Uint8Array; rendered: Uint8Array; spec: string; desired: string },
+): boolean {
+  const dec = new TextDecoder();
+  return dec.decode(o.rendered).replaceAll(o.desired, o.spec) === dec.decode(o.onDisk);
 }

@@ -1,6 +1,6 @@
 /**
  * The kubelet static Pod directory. The agent touches only files whose name
- * matches `podmin_<ns>_<name>.json` and whose content carries its owner
+ * matches `podmin_<ns>_<name>[.<slot>].json` and whose content carries its owner
  * annotation; writes go to a dot-file (ignored by kubelet) and are renamed.
  */
 
@@ -19,7 +19,7 @@ export interface DirChanges {
   owned: string[];
 }
 
-const TEMP_FILE_PATTERN = /^\.podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}\.json\.tmp$/;
+const TEMP_FILE_PATTERN = /^\.podmin_[a-z0-9-]{1,63}_[a-z0-9-]{1,63}(\.[0-9a-f]{8})?\.json\.tmp$/;
 
 /** A static Pod directory. */
 export class ManifestDir {
@@ -28,6 +28,16 @@ export class ManifestDir {
   /** Owned manifests currently on disk, by file name. */
   async readOwned(): Promise<Map<string, Uint8Array>> {
     return (await this.#scan()).owned;
+  }
+
+  /** Owned manifests with when each was last written (its mtime, ms), by file name. */
+  async readOwnedTimes(): Promise<Map<string, { bytes: Uint8Array; writtenMs: number }>> {
+    const out = new Map<string, { bytes: Uint8Array; writtenMs: number }>();
+    for (const [name, bytes] of (await this.#scan()).owned) {
+      const st = await Deno.stat(path.join(this.dir, name));
+      out.set(name, { bytes, writtenMs: st.mtime?.getTime() ?? 0 });
+    }
+    return out;
   }
 
   /** Owned manifests, and names in our pattern held by files we do not own. */

@@ -10,6 +10,9 @@ import { Loop } from "../loop.ts";
 import { ANNOUNCED_HINT_DELAY_MS, type IndexNotifier } from "../index_notifier.ts";
 import type { FlagSpecs, Part, PartContext } from "../part.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
+import { PodsWatch } from "../discovery/pods_api.ts";
+import type { PodInfo } from "../discovery/pod_proto.ts";
+import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
 import { DeploymentsPass } from "./deployments_pass.ts";
 import { type AgentStatus, writeStatus } from "./status.ts";
 
@@ -39,12 +42,25 @@ export interface DeploymentsPartOptions {
   certificates?: PodCertificates;
   /** The index's announcements, when reads follow them (spec §7.9). */
   notifier?: IndexNotifier;
+  /**
+   * kubelet's Pods API socket: the part watches it to hand a rollout over from the old Pod to the
+   * new one when kubelet reports the new one Ready (spec §7.1, "Surge"). Absent (`--once`): new
+   * specs replace their Pods in place.
+   */
+  podsApiSocket?: string;
+  /**
+   * With the endpoint mesh: the newest cluster snapshot's endpoints, so a handover waits until the
+   * old Pod's addresses left them (spec §7.1, "Surge").
+   */
+  clusterEndpoints?: () => EndpointSet | undefined;
 }
 
 /** The deployments part. */
 export interface DeploymentsPart extends Part {
   /** The node's convergence, for its record. */
   summary(): { indexGeneration?: number; converged: boolean; deployments: NodeDeployment[] };
+  /** True for a Ready Pod a rollout's handover withdrew from this node's endpoints. */
+  isWithdrawn(pod: PodInfo): boolean;
   /** `--once`: one pass, its status written; 0 when converged, 1 with the reasons on `err`. */
   runOnce(io: { out(line: string): void; err(line: string): void }): Promise<number>;
 }
@@ -53,6 +69,16 @@ export interface DeploymentsPart extends Part {
 export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
   const { store, hub, stateDir, log } = o.context;
   const { notifier } = o;
+  let rolling = false;
+  // Pod events matter only while a rollout waits on them.
+  const watch = o.podsApiSocket === undefined ? undefined : new PodsWatch({
+    socket: o.podsApiSocket,
+    onChange: () => {
+      if (rolling) loop.hint();
+    },
+    log,
+  });
+  let recheck: ReturnType<typeof setTimeout> | undefined;
   const deployments = new DeploymentsPass({
     store,
     nodeGroup: o.nodeGroup,
@@ -62,11 +88,15 @@ export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
     tlsDir: o.tlsDir,
     secrets: o.secrets,
     identity: o.certificates,
+    pods: watch && (() => watch.view()),
+    clusterEndpoints: o.clusterEndpoints,
+    onWithdrawnChange: () => hub.emit("podsWithdrawn"),
     log,
   });
   let converged = false;
   let lastGeneration: number | undefined;
-  const loop = new Loop<AgentStatus>({
+  let lastPhases = "";
+  const loop: Loop<AgentStatus> = new Loop<AgentStatus>({
     name: "deployments",
     intervalMs: o.intervalMs,
     maxBackoffMs: MAX_BACKOFF_MS,
@@ -74,14 +104,24 @@ export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
     hintDelayMs: ANNOUNCED_HINT_DELAY_MS,
     log,
     pass: async () => {
-      const { status, unavailable } = await deployments.pass();
+      const { status, unavailable, recheckAt } = await deployments.pass();
+      rolling = (status.rollouts?.length ?? 0) > 0;
+      clearTimeout(recheck);
+      if (recheckAt !== undefined) {
+        // The end of a new Pod's Ready streak (or its deadline) comes before the next interval.
+        recheck = setTimeout(() => loop.hint(), Math.max(0, recheckAt - Date.now()));
+      }
       return { status, backOff: unavailable };
     },
     status: (status) => {
+      // A rollout's phase on this node is part of its record (surging → failed, kubelet's reason).
+      const phases = (status.rollouts ?? []).map((r) => `${r.deployment} ${r.phase} ${r.to}`)
+        .join();
       const changed = status.converged !== converged ||
-        status.indexGeneration !== lastGeneration;
+        status.indexGeneration !== lastGeneration || phases !== lastPhases;
       converged = status.converged;
       lastGeneration = status.indexGeneration;
+      lastPhases = phases;
       if (changed) hub.emit("convergenceChanged");
       return writeStatus(stateDir, status);
     },
@@ -91,12 +131,26 @@ export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
       if (notifier.onSnapshot(snapshot, deployments.indexEtag)) loop.hint();
     });
   }
+  if (o.clusterEndpoints) {
+    // A handover waits for the snapshot without the old Pod's addresses.
+    hub.on("meshSnapshot", () => {
+      if (rolling) loop.hint();
+    });
+  }
   return {
     name: "deployments",
     statusFile: "status.json",
-    start: () => loop.start(),
-    stop: () => loop.stop(),
+    start: () => {
+      watch?.start();
+      loop.start();
+    },
+    stop: async () => {
+      await loop.stop();
+      clearTimeout(recheck);
+      watch?.stop();
+    },
     summary: () => ({ ...deployments.summary(), converged }),
+    isWithdrawn: (pod) => deployments.isWithdrawn(pod),
     async runOnce(io) {
       const { status } = await deployments.pass();
       await writeStatus(stateDir, status);

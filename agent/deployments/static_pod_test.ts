@@ -5,7 +5,10 @@ import {
   MANIFEST_FILE_PATTERN,
   manifestBytes,
   manifestFileName,
+  parseManifestFileName,
   renderStaticPod,
+  slotOf,
+  slotPodName,
 } from "./static_pod.ts";
 
 const deployment = (secrets?: unknown) =>
@@ -72,4 +75,21 @@ Deno.test("static pod: no values volume without declared secrets; foreign conten
   );
   assert.ok(!MANIFEST_FILE_PATTERN.test("podmin_a_b.json.tmp"));
   assert.ok(!MANIFEST_FILE_PATTERN.test(".podmin_a_b.json"));
+});
+
+Deno.test("static pod: a surge slot is named after its spec; file names parse back", () => {
+  const spec = `sha256:0123abcd${"e".repeat(56)}`;
+  assert.equal(slotOf(spec), "0123abcd");
+  assert.equal(manifestFileName("shop", "web", slotOf(spec)), "podmin_shop_web.0123abcd.json");
+  assert.equal(manifestFileName("shop", "web"), "podmin_shop_web.json");
+  assert.ok(MANIFEST_FILE_PATTERN.test("podmin_shop_web.0123abcd.json"));
+  assert.ok(!MANIFEST_FILE_PATTERN.test("podmin_shop_web.b.json"));
+  assert.deepEqual(parseManifestFileName("podmin_shop_web.0123abcd.json"), {
+    ref: "shop/web",
+    slot: "0123abcd",
+  });
+  assert.deepEqual(parseManifestFileName("podmin_shop_web.json"), { ref: "shop/web", slot: "" });
+  assert.equal(parseManifestFileName("kube-tunnel.yaml"), undefined);
+  assert.equal(slotPodName("web", "0123abcd"), "web-0123abcd");
+  assert.equal(slotPodName("web", ""), "web");
 });

@@ -2,6 +2,7 @@
 
 import * as path from "node:path";
 import { readJsonStatus, writeJsonStatus } from "../status_file.ts";
+import type { NodeRollout } from "./surge_plan.ts";
 
 /** A snapshot of the deployments loop after a pass. */
 export interface AgentStatus {
@@ -19,6 +20,11 @@ export interface AgentStatus {
   written: string[];
   /** Deployments not (re)written this pass, with the reason. */
   pending: { deployment: string; reason: string }[];
+  /**
+   * Deployments whose rollout on this node is not settled: surging, replacing in place or failed
+   * (spec §7.1, "Surge"); absent or empty when every one runs its desired spec alone.
+   */
+  rollouts?: NodeRollout[];
   /** Errors of the last pass; empty when converged. */
   errors: string[];
   converged: boolean;

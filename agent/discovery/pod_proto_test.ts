@@ -63,3 +63,40 @@ Deno.test("watch events decode; malformed bytes are refused, not half-read", () 
   assert.throws(() => decodePod(Uint8Array.of(0x0f)), WireError); // wire type 7
   assert.throws(() => decodePod(new Uint8Array()), /without metadata/);
 });
+
+Deno.test("decodePod reads annotations and kubelet's reasons: waiting, last exit, the Pod's", () => {
+  const crashing = join(
+    msg(
+      1,
+      str(1, "web-b-node-1"),
+      str(5, "uid-2"),
+      msg(12, str(1, "podmin.dev/spec"), str(2, "sha256:abc")),
+    ),
+    msg(
+      3,
+      str(1, "Running"),
+      msg(
+        8,
+        str(1, "web"),
+        msg(2, msg(1, str(1, "CrashLoopBackOff"), str(2, "back-off 10s"))),
+        // lastState.terminated: exitCode 1 (varint), reason "Error"
+        msg(3, msg(3, Uint8Array.of(0x08, 0x01), str(3, "Error"))),
+      ),
+      msg(8, str(1, "sidecar"), msg(2, msg(2))), // running, nothing to say
+    ),
+  );
+  const p = decodePod(crashing);
+  assert.deepEqual(p.annotations, { "podmin.dev/spec": "sha256:abc" });
+  assert.equal(p.reason, "web: CrashLoopBackOff (last exit 1: Error)");
+  const rejected = join(
+    msg(1, str(1, "web-b-node-1"), str(5, "uid-3")),
+    msg(
+      3,
+      str(1, "Failed"),
+      str(3, "Pod was rejected: insufficient memory"),
+      str(4, "OutOfmemory"),
+    ),
+  );
+  assert.equal(decodePod(rejected).reason, "OutOfmemory: Pod was rejected: insufficient memory");
+  assert.equal(decodePod(pod({ ready: true, ips: [] })).reason, undefined);
+});

@@ -25,10 +25,15 @@ export function kubeletMinor(version: string): [number, number] | undefined {
   return m ? [Number(m[1]), Number(m[2])] : undefined;
 }
 
+/** True when the kubelet version is known and older than the first with the local Pods API. */
+export function lacksPodsApi(kubeletVersion: string | undefined): boolean {
+  const v = kubeletVersion ? kubeletMinor(kubeletVersion) : undefined;
+  return !!v && v[0] === 1 && v[1] < PODS_API_MIN_MINOR;
+}
+
 /** The one-line problem, or undefined while the Pods API is (or may yet be) fine. */
 export function podsApiProblem(s: PodsApiState): string | undefined {
-  const v = s.kubeletVersion ? kubeletMinor(s.kubeletVersion) : undefined;
-  if (v && v[0] === 1 && v[1] < PODS_API_MIN_MINOR) {
+  if (lacksPodsApi(s.kubeletVersion)) {
     return `kubelet ${s.kubeletVersion} has no local Pods API (it needs 1.36 with gate PodsAPI, ` +
       `or 1.37+): this node reports no Service endpoints`;
   }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { kubeletMinor, podsApiProblem } from "./pods_api_problem.ts";
+import { kubeletMinor, lacksPodsApi, podsApiProblem } from "./pods_api_problem.ts";
 
 const socket = "/var/lib/kubelet/pods-api/pods-api.sock";
 
@@ -38,4 +38,11 @@ Deno.test("pods api problem: versions are parsed strictly", () => {
   assert.deepEqual(kubeletMinor("v1.37.2"), [1, 37]);
   assert.equal(kubeletMinor("1.36"), undefined);
   assert.equal(kubeletMinor("latest"), undefined);
+});
+
+Deno.test("lacksPodsApi: only a known kubelet older than 1.36", () => {
+  assert.equal(lacksPodsApi("1.35.4"), true);
+  assert.equal(lacksPodsApi("v1.36.3"), false);
+  assert.equal(lacksPodsApi("1.37.0"), false);
+  assert.equal(lacksPodsApi(undefined), false);
 });

@@ -10,6 +10,7 @@ import type { Logger } from "../../core/kit/log.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { localEndpoints } from "../discovery/local_endpoints.ts";
 import { PODS_API_SOCKET, PodsWatch } from "../discovery/pods_api.ts";
+import type { PodInfo } from "../discovery/pod_proto.ts";
 import { podsApiProblem } from "../discovery/pods_api_problem.ts";
 import type { ServicesView } from "../services/services_view.ts";
 import { MeshNode } from "./mesh_node.ts";
@@ -56,6 +57,11 @@ export interface DiscoveryMeshOptions {
   onLocalChange?: () => void;
   /** Every kubelet Pods API event (a refresh hint for the dataplane: new Pod veths). */
   onPodsEvent?: () => void;
+  /**
+   * Pods left out of this node's endpoints although Ready: the old Pod of a rollout's handover
+   * (the deployments part's `isWithdrawn`); call `refresh()` when the answer changes.
+   */
+  withdrawn?: (pod: PodInfo) => boolean;
   stateDir: string;
   log: Logger;
 }
@@ -198,6 +204,11 @@ export class DiscoveryMesh {
     });
   }
 
+  /** Reports this node's endpoints again (the withdrawn Pods changed). */
+  refresh(): void {
+    this.#update();
+  }
+
   /** Reports this node's endpoints once kubelet's view is complete. */
   #update(): void {
     const view = this.#watch?.view();
@@ -205,7 +216,9 @@ export class DiscoveryMesh {
       this.#writeStatus();
       return;
     }
-    const local = localEndpoints(view.pods, this.#o.services.services());
+    const withdrawn = this.#o.withdrawn;
+    const pods = withdrawn ? view.pods.filter((p) => !withdrawn(p)) : view.pods;
+    const local = localEndpoints(pods, this.#o.services.services());
     const ready = new Set(
       view.pods.filter((p) => p.ready).map((p) =>
         `${p.labels["podmin.dev/namespace"]}/${p.labels["podmin.dev/deployment"]}`

@@ -5,6 +5,7 @@
  */
 
 import { UsageError } from "../../core/kit/errors.ts";
+import type { PodInfo } from "../discovery/pod_proto.ts";
 import type { AnnouncedObject, ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import { clusterCaName } from "../../core/model/provider_names.ts";
 import { type CaKeyFlag, parseCaKeyFlag } from "../identity/ca_key.ts";
@@ -149,6 +150,8 @@ export interface MeshPartOptions {
   intervalMs: number;
   /** The CA state's announcement poll, when the agent keeps a workload CA. */
   caStateMs?: number;
+  /** Ready Pods a rollout's handover withdrew from the endpoints (event `podsWithdrawn`). */
+  withdrawn?: (pod: PodInfo) => boolean;
 }
 
 /** The mesh's part, or undefined without `--mesh-listen`. */
@@ -175,10 +178,12 @@ export function meshPart(o: MeshPartOptions): (Part & { mesh: DiscoveryMesh }) |
     onLocalChange: () => hub.emit("localEndpointsChanged"),
     onPodsEvent: () => hub.emit("podsEvent"),
     onSnapshot: (snapshot) => hub.emit("meshSnapshot", snapshot),
+    withdrawn: o.withdrawn,
     stateDir,
     log,
   });
   o.link.attach(mesh);
+  hub.on("podsWithdrawn", () => mesh.refresh());
   return {
     name: "mesh",
     statusFile: "mesh.json",

@@ -9,8 +9,10 @@
 import { ValidationError } from "../kit/errors.ts";
 import {
   checkMirrorHost,
+  checkNamespace,
   checkNodeGroup,
   checkNodeId,
+  checkObjectName,
   checkRepository,
   checkSha256Hex,
   checkTag,
@@ -65,6 +67,16 @@ export const DEPLOYMENT_INDEX = "deployments/index.json";
 /** An immutable, content-addressed Deployment spec. */
 export function deploymentSpecKey(sha256: string): string {
   return `deployments/specs/sha256/${checkSha256Hex(sha256)}.json`;
+}
+
+/**
+ * A Deployment's revision history: the specs it was applied with, newest last, bounded
+ * (`core/bucket/deployment_history.ts`). Written by the CLI after the index.
+ */
+export function deploymentHistoryKey(namespace: string, name: string): string {
+  return `deployments/history/${checkNamespace(namespace)}/${
+    checkObjectName("Deployment", name)
+  }.json`;
 }
 
 /** The cluster-wide Service index (selectors, ports, VIPs). */

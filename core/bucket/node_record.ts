@@ -43,6 +43,12 @@ export interface NodeDeployment {
   pending?: string;
   /** kubelet reports its Pod Ready (known once discovery watches the Pods API). */
   ready?: boolean;
+  /**
+   * Its rollout on this node while not settled on `spec` (spec §7.1, "Surge"): `surging` (old and
+   * new Pods run), `replacing` (in place), `failed` (halted: the old Pod keeps serving); `from` the
+   * old Pod's spec, `reason` kubelet's words when it said.
+   */
+  rollout?: { phase: "surging" | "replacing" | "failed"; from?: string; reason?: string };
 }
 
 /** The record. */
@@ -137,6 +143,7 @@ export function parseNodeRecord(bytes: Uint8Array, key: string): NodeRecord {
     }
     if (e.pending !== undefined) out.pending = String(e.pending).slice(0, 512);
     if (e.ready !== undefined) out.ready = e.ready === true;
+    if (e.rollout !== undefined) out.rollout = parseRollout(e.rollout, bad, `deployments[${i}]`);
     return out;
   });
   return {
@@ -173,4 +180,26 @@ function oneLine(text: string): string {
 /** True when the record's heartbeat is older than `STALE_AFTER_MS` at `now`. */
 export function isStale(record: NodeRecord, now = Date.now()): boolean {
   return now - Date.parse(record.heartbeat) > STALE_AFTER_MS;
+}
+
+/** A record's `deployments[].rollout`, validated as untrusted input. */
+function parseRollout(
+  v: unknown,
+  bad: (why: string) => Error,
+  at: string,
+): NonNullable<NodeDeployment["rollout"]> {
+  const r = v as Record<string, unknown>;
+  if (!r || typeof r !== "object" || Array.isArray(r)) throw bad(`${at}.rollout is not an object`);
+  if (r.phase !== "surging" && r.phase !== "replacing" && r.phase !== "failed") {
+    throw bad(`${at}.rollout.phase must be surging, replacing or failed`);
+  }
+  if (r.from !== undefined && (typeof r.from !== "string" || !SPEC.test(r.from))) {
+    throw bad(`${at}.rollout.from must be sha256:<64 hex>`);
+  }
+  return {
+    phase: r.phase,
+    ...(r.from !== undefined ? { from: r.from as string } : {}),
+    // Shown to operators: control characters replaced, 512 characters kept.
+    ...(r.reason !== undefined ? { reason: oneLine(String(r.reason)).slice(0, 512) } : {}),
+  };
 }

@@ -23,6 +23,16 @@ const record: NodeRecord = {
   deployments: [
     { namespace: "default", name: "web", spec: `sha256:${"a".repeat(64)}` },
     { namespace: "default", name: "api", pending: "no valid workload certificate yet" },
+    {
+      namespace: "default",
+      name: "db",
+      spec: `sha256:${"b".repeat(64)}`,
+      rollout: {
+        phase: "failed",
+        from: `sha256:${"c".repeat(64)}`,
+        reason: "not Ready for 5 s within 600 s: db: CrashLoopBackOff",
+      },
+    },
   ],
 };
 
@@ -79,4 +89,20 @@ Deno.test("node record: a problem is kept as one bounded line of printable text"
   const { problem: _, ...healthy } = record;
   const none = parseNodeRecord(new TextEncoder().encode(JSON.stringify(healthy)), key);
   assert.equal("problem" in none, false);
+});
+
+Deno.test("node record: a Deployment's rollout is checked as untrusted input", () => {
+  const key = nodeRecordKey(record);
+  const enc = (o: unknown) => new TextEncoder().encode(JSON.stringify(o));
+  const withRollout = (rollout: unknown) => ({
+    ...record,
+    deployments: [{ namespace: "default", name: "db", rollout }],
+  });
+  assert.throws(() => parseNodeRecord(enc(withRollout({ phase: "done" })), key), /phase must be/);
+  assert.throws(
+    () => parseNodeRecord(enc(withRollout({ phase: "surging", from: "x" })), key),
+    /rollout\.from must be sha256/,
+  );
+  const parsed = parseNodeRecord(enc(withRollout({ phase: "failed", reason: "a\nb\x1b" })), key);
+  assert.equal(parsed.deployments[0].rollout?.reason, "a b ");
 });

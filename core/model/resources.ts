@@ -11,6 +11,7 @@ import { type Problem, ValidationError } from "../kit/errors.ts";
 import { DEFAULT_NAMESPACE, isDnsLabel } from "./names.ts";
 import { compareCodeUnits } from "../kit/canonical_json.ts";
 import { baselineViolations, POD_SECURITY_LEVELS } from "./pod_security.ts";
+import { checkRollout, type Rollout } from "./rollout.ts";
 
 /** The only apiVersion this release reads and writes. */
 export const API_VERSION = "podmin.dev/v1";
@@ -46,6 +47,8 @@ export interface Deployment {
     secrets?: SecretRef[];
     /** `privileged` opts out of the baseline Pod security level (absent: baseline). */
     podSecurity?: "privileged";
+    /** How a new spec replaces the running Pods (`rollout.ts`); absent: every default. */
+    rollout?: Rollout;
     template: {
       metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
       spec: PodSpec;
@@ -400,7 +403,7 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
       spec: { nodeGroup: "", template: { spec: { containers: [] } } },
     };
   }
-  for (const k of ["replicas", "selector", "strategy"]) {
+  for (const k of ["replicas", "selector"]) {
     if (k in spec) {
       p.add(
         `spec.${k}`,
@@ -408,14 +411,23 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
       );
     }
   }
+  if ("strategy" in spec) {
+    p.add(
+      "spec.strategy",
+      "Podmin rolls a Deployment out with spec.rollout (maxUnavailable, minReadySeconds, " +
+        'progressDeadlineSeconds, autoRevert, surge); see docs/spec.md, "Rollout"',
+    );
+  }
   checkKeys(
     p,
     "spec",
     Object.fromEntries(
       Object.entries(spec).filter(([k]) => !["replicas", "selector", "strategy"].includes(k)),
     ),
-    ["nodeGroup", "secrets", "podSecurity", "template"],
+    ["nodeGroup", "secrets", "podSecurity", "rollout", "template"],
   );
+  const rollout = checkRollout(spec.rollout);
+  for (const problem of rollout.problems) p.add(problem.path, problem.message);
   const podSecurity = spec.podSecurity ?? "baseline";
   if (!(POD_SECURITY_LEVELS as readonly unknown[]).includes(podSecurity)) {
     p.add("spec.podSecurity", `one of ${POD_SECURITY_LEVELS.join(", ")} (default baseline)`);
@@ -438,6 +450,8 @@ function checkDeployment(p: Problems, doc: Obj): Deployment {
       ...(secrets && secrets.length ? { secrets } : {}),
       // The default (baseline) is not written, so specs that never opted out keep their digest.
       ...(podSecurity === "privileged" ? { podSecurity: "privileged" as const } : {}),
+      // Only fields that differ from the defaults are stored (`checkRollout`).
+      ...(rollout.rollout ? { rollout: rollout.rollout } : {}),
       template: {
         ...templateMetadata(templateLabels, templateAnnotations),
         spec: podSpec,

@@ -211,7 +211,7 @@ Deno.test("cli: apply -f DIR (top level), -R (recursive), -n for documents witho
 
   const ns = await cli("--bucket", bucket, "apply", "-f", await tempFile(LABELLED), "-n", "prod");
   assert.equal(ns.code, 0, ns.err);
-  assert.match(ns.out, /^deployment prod\/api created$/m);
+  assert.match(ns.out, /^deployment prod\/api created \(revision 1\)$/m);
   const clash = await cli("--bucket", bucket, "apply", "-f", HELLO, "-n", "prod");
   assert.equal(clash.code, 1);
   assert.match(clash.err, /metadata\.namespace: "default" does not match -n prod/);

@@ -129,7 +129,10 @@ Deno.test("cli start: get, describe, status and images on a file:// bucket, and 
   assert.equal(applied.code, 0, applied.err);
   for (
     const [args, expect] of [
-      [["get", "deployments"], /^NAMESPACE\s+NAME\s+NODEGROUP\s+SPEC\n.*hello\s+default/m],
+      [
+        ["get", "deployments"],
+        /^NAMESPACE\s+NAME\s+NODEGROUP\s+UP-TO-DATE\s+AVAILABLE\s+SPEC\n.*hello\s+default\s+0\/0\s+0\/0/m,
+      ],
       [["get", "svc", "-o", "json"], /"kind": "Service"/],
       [["describe", "deployment", "hello"], /^Pod security:\s+baseline$/m],
       [["status"], /^Deployments:\s+1 \(NodeGroup default: 1\)$/m],
@@ -147,7 +150,10 @@ Deno.test("cli start: get, describe, status and images on a file:// bucket, and 
   assert.equal(onS3.code, 0, onS3.err);
   const s3 = await noNpm(["--bucket", `s3://${s3Bucket}`, "get", "deployments"], motoEnv(m));
   assert.equal(s3.code, 0, s3.err);
-  assert.match(s3.out, /^NAMESPACE\s+NAME\s+NODEGROUP\s+SPEC\n.*hello\s+default/m);
+  assert.match(
+    s3.out,
+    /^NAMESPACE\s+NAME\s+NODEGROUP\s+UP-TO-DATE\s+AVAILABLE\s+SPEC\n.*hello\s+default\s+0\/0\s+0\/0/m,
+  );
 });
 
 Deno.test("cli start: help texts print the values their modules own; the deferred local entry matches its command", async () => {

@@ -40,22 +40,23 @@ export async function mirrorPauseImage(o: ImageTarget & { upstreamPort: number }
   assert.equal(mirrored.code, 0, mirrored.stderr);
 }
 
-/** Compiles `source` (C) statically to `/<name>` and pushes it as `apps/<name>:1.0`. */
+/** Compiles `source` (C) statically to `/<name>` and pushes it as `apps/<name>:<tag>` (`1.0`). */
 export async function pushStaticProgram(
-  o: ImageTarget & { name: string; source: string },
+  o: ImageTarget & { name: string; source: string; tag?: string },
 ): Promise<void> {
-  const src = path.join(o.work, `${o.name}.c`);
-  const bin = path.join(o.work, o.name);
+  const tag = o.tag ?? "1.0";
+  const src = path.join(o.work, `${o.name}-${tag}.c`);
+  const bin = path.join(o.work, `${o.name}-${tag}`);
   await Deno.writeTextFile(src, o.source);
   await sh("gcc", ["-static", "-Os", "-o", bin, src]);
-  const layout = path.join(o.work, `${o.name}-image`);
+  const layout = path.join(o.work, `${o.name}-${tag}-image`);
   await writeOciLayout({
     dir: layout,
-    ref: "1.0",
+    ref: tag,
     platforms: [{ arch: "amd64", files: { [o.name]: await Deno.readFile(bin) } }],
   });
   const pushed = await podmin(
-    ["--bucket", o.bucket, "push", `oci:${layout}:1.0`, `apps/${o.name}:1.0`],
+    ["--bucket", o.bucket, "push", `oci:${layout}:${tag}`, `apps/${o.name}:${tag}`],
     o.env,
   );
   assert.equal(pushed.code, 0, pushed.stderr);
