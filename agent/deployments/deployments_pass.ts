@@ -571,7 +571,10 @@ export class DeploymentsPass {
       pending,
       rollouts,
       errors,
-      converged: errors.length === 0 && pending.length === 0 && rollouts.length === 0,
+      // A replacement in place is done once its manifest is written (kubelet does the rest); a
+      // surge waits for its Pod, a halted rollout is not on the desired spec.
+      converged: errors.length === 0 && pending.length === 0 &&
+        rollouts.every((r) => r.phase === "replacing"),
       ...(this.#options.identity ? { certificates: this.#options.identity.status() } : {}),
     };
   }

@@ -113,7 +113,15 @@ try {
     "off",
   ];
   const child = spawnAgent(agentArgs(bucket, dir, POLL_MS));
-  const manifest = path.join(dir, "manifests", "podmin_default_web.json");
+  // The new spec's manifest: in place, or a surge slot beside the old one (podmin_default_web.<hex>.json).
+  const manifests = path.join(dir, "manifests");
+  const holds = async (needle: string) => {
+    for await (const e of Deno.readDir(manifests)) {
+      if (!/^podmin_default_web(\.[0-9a-f]{8})?\.json$/.test(e.name)) continue;
+      if ((await Deno.readTextFile(path.join(manifests, e.name))).includes(needle)) return true;
+    }
+    return false;
+  };
   const latencies: number[] = [];
   try {
     for (let i = 0; i < APPLIES; i++) {
@@ -122,7 +130,7 @@ try {
       await applyResources({ store, resources: [deployment("web", "workers", image)] });
       await waitFor("manifest", async () => {
         try {
-          return (await Deno.readTextFile(manifest)).includes(`apps/web:${i}"`);
+          return await holds(`apps/web:${i}"`);
         } catch {
           return false;
         }
