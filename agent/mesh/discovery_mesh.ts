@@ -175,6 +175,11 @@ export class DiscoveryMesh {
     return this.#mesh?.member.streamsOpened ?? 0;
   }
 
+  /** Whether a lost coordinator's successor is due (`MeshNode.electing`; false before it runs). */
+  electing(): boolean {
+    return this.#mesh?.electing() ?? false;
+  }
+
   /** Whether this agent steps the leases now (`MeshNode.contends`; true before the mesh runs). */
   contends(): boolean {
     return this.#mesh?.contends() ?? true;

@@ -7,18 +7,19 @@
 
 import { Loop } from "../loop.ts";
 import * as grpc from "@grpc/grpc-js";
-import { BucketLease } from "../../core/bucket/bucket_lease.ts";
+import { BucketLease, type LeaseStatus } from "../../core/bucket/bucket_lease.ts";
 import { MESH_COORDINATOR_LEASE } from "../../core/bucket/bucket_layout.ts";
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
-import { ContentionGate } from "./contention_gate.ts";
+import { ContentionGate, DEFAULT_CONTENDERS, LISTED_ROUNDS } from "./contention_gate.ts";
 import { type Announcers, Coordinator } from "./coordinator.ts";
 import { readCoordinatorRecord, writeCoordinatorRecord } from "./coordinator_record.ts";
 import { MeshMember } from "./member.ts";
 import {
   type CoordinatorStream,
   endCall,
+  MESH_HANDOVER,
   MESH_SERVER_OPTIONS,
   MESH_SERVICE,
 } from "./mesh_service.ts";
@@ -45,7 +46,7 @@ export interface MeshNodeOptions {
   advertiseHost: string;
   /** Coordinator lease duration (default 15 s). */
   leaseMs?: number;
-  /** Disconnected agents that step the leases per election step (default 3; ContentionGate). */
+  /** Disconnected agents per contention round (default 3; `ContentionGate`). */
   contenders?: number;
   /** Member heartbeat (default 5 s). */
   heartbeatMs?: number;
@@ -95,9 +96,17 @@ export class MeshNode {
         return {};
       },
     });
+    // A round of contenders lasts a full takeover of a crashed holder's lease: the lease, the
+    // margin, and the step in which the contender saw it first.
+    const leaseMs = options.leaseMs ?? 15_000;
+    const takeoverMs = leaseMs + this.#lease.marginMs + this.#stepMs();
+    // Members wait for a crashed holder's lease to be taken over: the contenders' first read may
+    // come a step after the loss, the takeover at the step after lease + margin.
     this.#gate = new ContentionGate({
+      nodeId: options.nodeId,
       contenders: options.contenders,
-      slotMs: this.#stepMs(),
+      stepMs: this.#stepMs(),
+      roundMs: takeoverMs,
     });
     this.#identity = new NodeIdentity({
       ca: options.ca,
@@ -109,16 +118,21 @@ export class MeshNode {
       onChange: options.onNodeCertificate,
       log: options.log,
     });
+    // The members' first read after a crash comes by takeover + step + a lease (its spread).
+    this.#electionWindowMs = takeoverMs + this.#stepMs() + leaseMs;
     this.member = new MeshMember({
       nodeId: options.nodeId,
       nodeGroup: options.nodeGroup,
       // Each new channel presents the current certificate; an open stream keeps its session.
       tls: (): NodeTls => this.#identity.current,
       coordinator: () => readCoordinatorRecord(options.store),
-      // A record changes only when a lease is won: after a loss, one read, none for a lease,
-      // then one per election step.
-      recordReadMs: this.#stepMs(),
-      recordQuietMs: options.leaseMs ?? 15_000,
+      // A record changes only when a lease is won: after a loss, one read a step or two later,
+      // one after a takeover could be done, then one per lease (RecordReadPlan).
+      recordPlan: {
+        stepMs: this.#stepMs(),
+        takeoverMs: takeoverMs + this.#stepMs(),
+        everyMs: leaseMs,
+      },
       onSnapshot: options.onSnapshot,
       heartbeatMs: options.heartbeatMs,
       log: options.log,
@@ -133,15 +147,23 @@ export class MeshNode {
   /**
    * Whether this agent steps the leases now (the coordinator lease here, the CA lease in the
    * identity-ca loop): the coordinator does; a connected member does not; a disconnected one
-   * once its `ContentionGate` slot came.
+   * while its `ContentionGate` round contends.
    */
   contends(): boolean {
     if (this.#coordinator) return true;
-    return this.#gate.contend(
-      this.member.connected(),
-      this.member.snapshot?.nodes,
-      this.member.lostAt(),
-    );
+    return this.#gate.contend(this.member.connected(), this.member.snapshot, this.member.lostAt());
+  }
+
+  /**
+   * True while this member lost its coordinator and a successor is due: from the loss until the
+   * latest first record read after a takeover (`RecordReadPlan`: takeover, a step, a lease). Direct
+   * fallback polls wait that long (`IndexNotifier.hold`), so a leaderless cluster spends its
+   * requests on the election.
+   */
+  electing(): boolean {
+    const lostAt = this.member.lostAt();
+    if (lostAt === undefined || this.member.connected() || this.#coordinator) return false;
+    return performance.now() - lostAt < this.#electionWindowMs;
   }
 
   /** The bound port. */
@@ -182,7 +204,7 @@ export class MeshNode {
     this.member.stop();
     await this.#identity.stop();
     const wasCoordinator = this.#coordinator !== undefined;
-    this.#coordinator?.stop();
+    this.#coordinator?.stop(MESH_HANDOVER);
     this.#coordinator = undefined;
     await this.#lease.release().catch(() => false);
     if (wasCoordinator) await this.#server?.drained(SESSION_DRAIN_MS);
@@ -243,6 +265,8 @@ export class MeshNode {
           silenceMs: 3 * (this.#o.heartbeatMs ?? 5_000),
           announce: this.#o.announce,
           pollMs: this.#o.pollMs,
+          nodeId: this.#o.nodeId,
+          successors: LISTED_ROUNDS * (this.#o.contenders ?? DEFAULT_CONTENDERS),
           log: this.#o.log,
         });
         this.#coordinatorTerm = step.term!;
@@ -257,8 +281,13 @@ export class MeshNode {
         });
         this.member.recordChanged();
         this.#o.log.info("mesh coordinator", { term: step.term });
-      } else if (!step.leader && this.#coordinator) {
-        this.#coordinator.stop();
+      } else if (!step.leader && this.#newHolder(step)) {
+        // Another contender won (a lost race, or a holder newer than our snapshot's term): its
+        // record follows within a request or two.
+        this.member.recordChanging();
+      }
+      if (!step.leader && this.#coordinator) {
+        this.#coordinator.stop(MESH_HANDOVER);
         this.#coordinator = undefined;
         this.#o.log.info("mesh coordinator lease lost", {});
       }
@@ -272,6 +301,19 @@ export class MeshNode {
       }
     }
   }
+
+  /** True the first time a step shows a holder of a term newer than this member knows. */
+  #newHolder(step: LeaseStatus): boolean {
+    const term = step.action === "raced" ? Infinity : step.seen?.term;
+    if (term === undefined || step.seen?.released) return false;
+    const known = Math.max(this.member.snapshot?.term ?? 0, this.#holderSeen);
+    if (term <= known) return false;
+    if (term !== Infinity) this.#holderSeen = term;
+    return true;
+  }
+
+  #holderSeen = 0;
+  readonly #electionWindowMs: number;
 
   /** The election step: a third of the lease. */
   #stepMs(): number {
