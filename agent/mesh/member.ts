@@ -67,6 +67,8 @@ export class MeshMember {
   #record?: CoordinatorRecord;
   /** A reconnect attempt waits for its backoff timer. */
   #waiting = false;
+  /** When the waiting attempt comes (performance.now() time). */
+  #attemptAt = 0;
   /** When attempts read the coordinator record. */
   readonly recordPlan: RecordReadPlan;
   /** Reports this member sent (the scale test counts messages). */
@@ -135,17 +137,17 @@ export class MeshMember {
   recordChanged(): void {
     this.recordPlan.changed();
     if (this.#stopped || !this.#waiting) return;
-    clearTimeout(this.#timer);
-    // The waiting reconnect, brought forward (see #retry): no Loop.
-    this.#timer = setTimeout(() => {
-      this.#waiting = false;
-      void this.#connect();
-    }, 0);
+    this.#wait(0); // the waiting reconnect, brought forward
   }
 
   /** A new lease holder was seen (not this node): its record is read soon (`RecordReadPlan`). */
   recordChanging(): void {
     this.recordPlan.changing();
+    // A waiting attempt that would come after the read is due is brought forward to it.
+    const due = Math.max(0, this.recordPlan.nextAt - performance.now());
+    if (!this.#stopped && this.#waiting && performance.now() + due < this.#attemptAt) {
+      this.#wait(due);
+    }
   }
 
   /** Sets this node's complete local endpoints; sent at once when they changed. */
@@ -255,8 +257,14 @@ export class MeshMember {
       50,
       backoffMs({ attempts: 0, baseMs: 100, maxMs: this.#o.maxBackoffMs ?? 2_000 }, this.#failures),
     );
+    this.#wait(delay);
+  }
+
+  /** The next attempt after `delay` ms (replacing a waiting one). */
+  #wait(delay: number): void {
     clearTimeout(this.#timer);
     this.#waiting = true;
+    this.#attemptAt = performance.now() + delay;
     // A one-shot reconnect after a backoff the stream's state decides, not a periodic pass: no Loop.
     this.#timer = setTimeout(() => {
       this.#waiting = false;

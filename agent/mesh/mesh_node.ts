@@ -100,8 +100,6 @@ export class MeshNode {
     // margin, and the step in which the contender saw it first.
     const leaseMs = options.leaseMs ?? 15_000;
     const takeoverMs = leaseMs + this.#lease.marginMs + this.#stepMs();
-    // Members wait for a crashed holder's lease to be taken over: the contenders' first read may
-    // come a step after the loss, the takeover at the step after lease + margin.
     this.#gate = new ContentionGate({
       nodeId: options.nodeId,
       contenders: options.contenders,
@@ -118,8 +116,6 @@ export class MeshNode {
       onChange: options.onNodeCertificate,
       log: options.log,
     });
-    // The members' first read after a crash comes by takeover + step + a lease (its spread).
-    this.#electionWindowMs = takeoverMs + this.#stepMs() + leaseMs;
     this.member = new MeshMember({
       nodeId: options.nodeId,
       nodeGroup: options.nodeGroup,
@@ -128,11 +124,7 @@ export class MeshNode {
       coordinator: () => readCoordinatorRecord(options.store),
       // A record changes only when a lease is won: after a loss, one read a step or two later,
       // one after a takeover could be done, then one per lease (RecordReadPlan).
-      recordPlan: {
-        stepMs: this.#stepMs(),
-        takeoverMs: takeoverMs + this.#stepMs(),
-        everyMs: leaseMs,
-      },
+      recordPlan: { stepMs: this.#stepMs(), takeoverMs, everyMs: leaseMs },
       onSnapshot: options.onSnapshot,
       heartbeatMs: options.heartbeatMs,
       log: options.log,
@@ -155,15 +147,15 @@ export class MeshNode {
   }
 
   /**
-   * True while this member lost its coordinator and a successor is due: from the loss until the
-   * latest first record read after a takeover (`RecordReadPlan`: takeover, a step, a lease). Direct
-   * fallback polls wait that long (`IndexNotifier.hold`), so a leaderless cluster spends its
-   * requests on the election.
+   * True while this member lost its coordinator and a successor is due: from the loss until its
+   * plan's second record read after a takeover (`RecordReadPlan.electionEndsAt`). Direct fallback
+   * polls wait that long (`IndexNotifier.hold`), so a leaderless cluster spends its requests on
+   * the election.
    */
   electing(): boolean {
-    const lostAt = this.member.lostAt();
-    if (lostAt === undefined || this.member.connected() || this.#coordinator) return false;
-    return performance.now() - lostAt < this.#electionWindowMs;
+    if (this.member.connected() || this.#coordinator) return false;
+    const ends = this.member.recordPlan.electionEndsAt();
+    return ends !== undefined && performance.now() < ends;
   }
 
   /** The bound port. */
@@ -313,7 +305,6 @@ export class MeshNode {
   }
 
   #holderSeen = 0;
-  readonly #electionWindowMs: number;
 
   /** The election step: a third of the lease. */
   #stepMs(): number {

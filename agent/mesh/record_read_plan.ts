@@ -7,15 +7,16 @@
  * - starting (no stream ever delivered a snapshot): at once, then once per election step;
  * - after losing a stream that delivered snapshots: once when a successor has had time to take
  *   the lease — a step after a handover (the coordinator stopped or lost its lease and said so),
- *   `takeoverMs` after a crash (the lease must run out first) — then once per `everyMs` (the
- *   lease period, ±20 %) while the cluster stays leaderless;
+ *   `takeoverMs` after a crash (the lease must run out first) — once more a step after the whole
+ *   cluster's first reads (a takeover that came late), then once per `everyMs` (the lease
+ *   period, ±20 %) while the cluster stays leaderless;
  * - when this node wrote the record: at once; when a new holder was seen (a lost takeover race,
  *   a newer term in the lease object): a third of a step later.
  *
- * The first read after a loss is spread uniformly over `spreadMs(nodes)` — about 100 reads per
- * election step across the cluster, at most one lease period — so a thousand members that lost
- * the same coordinator do not read in one burst. Each member reads at most once per step, and
- * about once per lease period while leaderless.
+ * The first two reads after a loss are spread uniformly over `spreadMs(nodes)` — about 100 reads
+ * per election step across the cluster, at most one lease period — so a thousand members that
+ * lost the same coordinator do not read in one burst. Each member reads at most once per step,
+ * and about once per lease period while leaderless.
  */
 
 /** Cluster-wide record reads per election step the first read after a loss is spread to. */
@@ -25,7 +26,7 @@ export const RECORD_READS_PER_STEP = 100;
 export interface RecordReadPlanOptions {
   /** The election step: the least time between two reads. */
   stepMs: number;
-  /** After a crash, when a successor has taken the lease over (lease + margin + two steps). */
+  /** After a crash, when a successor has taken the lease over (lease + margin + a step). */
   takeoverMs: number;
   /** Reads after that, while no coordinator answers (the lease). */
   everyMs: number;
@@ -50,6 +51,8 @@ export class RecordReadPlan {
   #nextAt = -Infinity;
   /** True after a loss, until the member connects again (`connected`). */
   #leaderless = false;
+  /** The loss: when, its first read's wait, its spread; reads since. */
+  #loss?: { at: number; wait: number; spread: number; reads: number };
   /** Reads made (tests and status). */
   reads = 0;
 
@@ -71,6 +74,15 @@ export class RecordReadPlan {
     return Math.min(everyMs, stepMs * nodes / RECORD_READS_PER_STEP);
   }
 
+  /**
+   * Until when, after the last loss, a successor is due: the latest second read of the plan (its
+   * wait, two spreads, two steps); undefined while connected or starting.
+   */
+  electionEndsAt(): number | undefined {
+    const loss = this.#leaderless ? this.#loss : undefined;
+    return loss && loss.at + loss.wait + 2 * loss.spread + 2 * this.#o.stepMs;
+  }
+
   /** When the next read is due (monotonic ms; -Infinity: now). */
   get nextAt(): number {
     return this.#nextAt;
@@ -86,9 +98,17 @@ export class RecordReadPlan {
     const now = this.#now();
     this.reads++;
     const { stepMs, everyMs } = this.#o;
-    this.#nextAt = this.#leaderless
-      ? now + Math.max(stepMs, everyMs * (0.8 + 0.4 * this.#random()))
-      : now + stepMs * (0.8 + 0.4 * this.#random());
+    const loss = this.#leaderless ? this.#loss : undefined;
+    if (!loss) {
+      this.#nextAt = now + stepMs * (0.8 + 0.4 * this.#random());
+      return;
+    }
+    loss.reads++;
+    // The second read: a step after the cluster's first reads, spread the same way.
+    const planned = loss.reads === 1
+      ? loss.at + loss.wait + stepMs + loss.spread * (1 + this.#random())
+      : now + everyMs * (0.8 + 0.4 * this.#random());
+    this.#nextAt = Math.max(planned, now + stepMs);
   }
 
   /** A stream that delivered snapshots ended: the plan after a loss. */
@@ -96,7 +116,9 @@ export class RecordReadPlan {
     const at = loss.at ?? this.#now();
     this.#leaderless = true;
     const wait = loss.handover ? this.#o.stepMs : this.#o.takeoverMs;
-    this.#nextAt = at + wait + this.spreadMs(loss.nodes) * this.#random();
+    const spread = this.spreadMs(loss.nodes);
+    this.#loss = { at, wait, spread, reads: 0 };
+    this.#nextAt = at + wait + spread * this.#random();
   }
 
   /** A stream delivered a snapshot: the member is connected (the plan starts over at a loss). */

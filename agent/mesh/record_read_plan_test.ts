@@ -3,7 +3,7 @@ import { RecordReadPlan } from "./record_read_plan.ts";
 
 const STEP = 5_000;
 const LEASE = 15_000;
-const TAKEOVER = LEASE + 1_500 + 2 * STEP;
+const TAKEOVER = LEASE + 1_500 + STEP;
 
 /** Drives one plan the way a member does: an attempt every `attemptMs`, reading when due. */
 function readsOver(o: { plan: RecordReadPlan; clock: { now: number }; untilMs: number }) {
@@ -39,7 +39,11 @@ Deno.test("record read plan: after a crash, one read after the takeover, then on
   p.lost({ nodes: 1_000 });
   const at = readsOver({ plan: p, clock, untilMs: 100_000 + 10 * LEASE }).map((t) => t - 100_000);
   assert.ok(at[0] >= TAKEOVER && at[0] <= TAKEOVER + LEASE + 100, `first ${at[0]}`);
-  for (let i = 1; i < at.length; i++) {
+  // The second a step after the whole cluster's first reads, spread the same way.
+  const second = TAKEOVER + LEASE + STEP;
+  assert.ok(at[1] >= second && at[1] <= second + LEASE + 100, `second ${at[1]}`);
+  assert.equal(p.electionEndsAt(), 100_000 + TAKEOVER + 2 * LEASE + 2 * STEP);
+  for (let i = 2; i < at.length; i++) {
     const gap = at[i] - at[i - 1];
     assert.ok(gap >= 0.8 * LEASE && gap <= 1.2 * LEASE + 100, `gap ${gap}`);
   }
@@ -50,8 +54,11 @@ Deno.test("record read plan: after a crash, one read after the takeover, then on
   clock.now = 0;
   const small = plan(clock);
   small.lost({ nodes: 3, handover: true });
-  const first = readsOver({ plan: small, clock, untilMs: 3 * STEP })[0];
+  const [first, next] = readsOver({ plan: small, clock, untilMs: 3 * STEP });
   assert.ok(first >= STEP && first <= STEP + 200, `first read after a handover ${first}`);
+  assert.ok(next - first >= STEP && next - first <= STEP + 200, `second ${next - first}`);
+  small.connected();
+  assert.equal(small.electionEndsAt(), undefined);
 });
 
 Deno.test("record read plan: 1,000 members that lost the same coordinator spread their reads", () => {
