@@ -21,6 +21,7 @@ import type { ObjectStore } from "../../core/store/object_store.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { type CountingStore, countingStore } from "../support/counting_store.ts";
 import { moto } from "../support/moto.ts";
+import { rateLimitedStore } from "../support/rate_limited_store.ts";
 
 const LEASE_MS = 3_000;
 
@@ -73,7 +74,8 @@ function electionRequests(a: Agent) {
 /** Starts `n` agents, each reporting one endpoint, and waits until all hold the complete snapshot. */
 async function cluster(n: number) {
   const m = await moto();
-  const shared = openStore(`s3://${await m.createBucket()}`);
+  const limited = rateLimitedStore(openStore(`s3://${await m.createBucket()}`));
+  const shared = limited.store;
   const { certPem, keyPem } = await newCaPem("podmin cluster CA test");
   const ca = await parseClusterCa(certPem + keyPem);
   const agents = Array.from({ length: n }, (_, i) => agent({ shared, ca, id: `node-${i}` }));
@@ -101,6 +103,7 @@ async function cluster(n: number) {
   return {
     agents,
     shared,
+    limited,
     coordinator,
     term,
     complete,
@@ -228,6 +231,31 @@ Deno.test("failover [moto]: 120 agents, the coordinator killed — one new coord
       `${h.recordReadsUntilJoined} record reads (≤ ${h.recordReadsUntilJoinedMax} per agent)`,
     );
   } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("failover [moto]: 120 agents on a store that serves no more than moto does at 1,000 — still one new coordinator, the same few contenders", async () => {
+  const c = await cluster(120);
+  try {
+    // moto serves about 200 requests/s: for 1,000 agents on a 15 s lease, 3 requests per agent and
+    // lease period. The same for 120 agents on a 3 s lease: 120 requests/s, first come first served.
+    c.limited.limit(3 * 120 / (LEASE_MS / 1000));
+    const f = await failover(c, "crash");
+    console.log(
+      `  the slowest request waited ${c.limited.longestWaitMs().toFixed(0)} ms in the queue`,
+    );
+    assert.equal(f.coordinators, 1, "exactly one coordinator");
+    assert.equal((await readCoordinatorRecord(c.shared))!.nodeId, f.next);
+    assert.ok(f.successors.includes(f.next), `${f.next} is one of the listed successors`);
+    assert.ok(f.leaseSteppers <= 6, `${f.leaseSteppers} agents stepped the coordinator lease`);
+    assert.ok(f.perAgentPerLease <= 1, `${f.perAgentPerLease.toFixed(3)} requests`);
+    assert.ok(
+      f.recordReadsUntilJoined <= 1.5 * f.survivors,
+      `${f.recordReadsUntilJoined} record reads by ${f.survivors} survivors`,
+    );
+  } finally {
+    c.limited.limit(undefined);
     await c.stop();
   }
 });
