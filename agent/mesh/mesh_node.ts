@@ -12,7 +12,12 @@ import { MESH_COORDINATOR_LEASE } from "../../core/bucket/bucket_layout.ts";
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
-import { ContentionGate, DEFAULT_CONTENDERS, LISTED_ROUNDS } from "./contention_gate.ts";
+import {
+  ContentionGate,
+  DEFAULT_CONTENDERS,
+  type GateSnapshot,
+  LISTED_ROUNDS,
+} from "./contention_gate.ts";
 import { type Announcers, Coordinator } from "./coordinator.ts";
 import { readCoordinatorRecord, writeCoordinatorRecord } from "./coordinator_record.ts";
 import { MeshMember } from "./member.ts";
@@ -46,6 +51,12 @@ export interface MeshNodeOptions {
   advertiseHost: string;
   /** Coordinator lease duration (default 15 s). */
   leaseMs?: number;
+  /**
+   * The last snapshot of an earlier run of this agent (`<state-dir>/mesh.json`): until its member
+   * has a snapshot of its own, the agent contends in its round of that term, counted from its
+   * start, not at once — a whole cluster restarting together does not step the lease 1,000 times.
+   */
+  previous?: GateSnapshot;
   /** Disconnected agents per contention round (default 3; `ContentionGate`). */
   contenders?: number;
   /** Member heartbeat (default 5 s). */
@@ -143,7 +154,12 @@ export class MeshNode {
    */
   contends(): boolean {
     if (this.#coordinator) return true;
-    return this.#gate.contend(this.member.connected(), this.member.snapshot, this.member.lostAt());
+    const own = this.member.snapshot;
+    return this.#gate.contend(
+      this.member.connected(),
+      own ?? this.#o.previous,
+      own ? this.member.lostAt() : this.#startedAt,
+    );
   }
 
   /**
@@ -174,6 +190,7 @@ export class MeshNode {
    */
   async start(): Promise<void> {
     this.#stopped = false;
+    this.#startedAt = performance.now();
     await this.#identity.start();
     try {
       await this.#bind();
@@ -305,6 +322,8 @@ export class MeshNode {
   }
 
   #holderSeen = 0;
+  /** When `start` was called (the wait of a restarted agent's round counts from it). */
+  #startedAt?: number;
 
   /** The election step: a third of the lease. */
   #stepMs(): number {

@@ -272,3 +272,39 @@ Deno.test("failover [moto]: a 3-node cluster elects among all its survivors", as
     await c.stop();
   }
 });
+
+Deno.test("failover: an agent restarted with its earlier run's snapshot waits for its round; without one it contends at once", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "podmin-failover-" });
+  const { certPem, keyPem } = await newCaPem("podmin cluster CA test");
+  const ca = await parseClusterCa(certPem + keyPem);
+  const restarted = (previous?: ConstructorParameters<typeof MeshNode>[0]["previous"]) =>
+    new MeshNode({
+      store: openStore(`file://${dir}`),
+      cluster: "test",
+      nodeGroup: "workers",
+      nodeId: "node-7",
+      ca,
+      listen: "127.0.0.1:0",
+      advertiseHost: "127.0.0.1",
+      previous,
+      onSnapshot: () => {},
+      log: silentLogger,
+    });
+  try {
+    const others = Array.from({ length: 6 }, (_, i) => `node-${100 + i}`);
+    // A cluster of 1,000 restarting together: this agent is not a listed successor.
+    assert.equal(
+      restarted({ term: 5, nodes: 1_000, successors: others }).contends(),
+      false,
+      "a restarted agent of a large cluster waits for its round",
+    );
+    assert.equal(
+      restarted({ term: 5, nodes: 1_000, successors: ["node-7", ...others.slice(1)] }).contends(),
+      true,
+      "a listed successor contends at once",
+    );
+    assert.equal(restarted().contends(), true, "a fresh agent (no earlier snapshot) contends");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
