@@ -133,8 +133,8 @@ export class MeshNode {
       // Each new channel presents the current certificate; an open stream keeps its session.
       tls: (): NodeTls => this.#identity.current,
       coordinator: () => readCoordinatorRecord(options.store),
-      // A record changes only when a lease is won: after a loss, one read a step or two later,
-      // one after a takeover could be done, then one per lease (RecordReadPlan).
+      // A record changes only when a lease is won: after a loss, two reads when a successor has
+      // had time to take over (spread over the cluster), then one per lease (RecordReadPlan).
       recordPlan: { stepMs: this.#stepMs(), takeoverMs, everyMs: leaseMs },
       onSnapshot: options.onSnapshot,
       heartbeatMs: options.heartbeatMs,
@@ -321,6 +321,7 @@ export class MeshNode {
     return true;
   }
 
+  /** The newest lease term a step showed held by another node. */
   #holderSeen = 0;
   /** When `start` was called (the wait of a restarted agent's round counts from it). */
   #startedAt?: number;
