@@ -266,7 +266,8 @@ export class Coordinator {
     const successors = this.#listStale(listed) ? this.#successors() : listed;
     if (
       this.#snapshot.version > 0 && sameEndpoints(endpoints, this.#snapshot.endpoints) &&
-      ANNOUNCED_OBJECTS.every(same) && successors.join() === listed.join()
+      ANNOUNCED_OBJECTS.every(same) && successors.join() === listed.join() &&
+      this.#nodesClose(this.#snapshot.nodes)
     ) return;
     this.#snapshot = {
       term: this.#o.term,
@@ -292,6 +293,17 @@ export class Coordinator {
     const count = this.#o.successors ?? LISTED_ROUNDS * DEFAULT_CONTENDERS;
     const others = this.#members.size - (this.#members.has(this.#o.nodeId ?? "") ? 1 : 0);
     return listed.length < Math.min(count, others);
+  }
+
+  /**
+   * Whether a snapshot's `nodes` is still within a factor of two of the members (members size
+   * their contention rounds and spread their record reads by it: spec §7.9). A join or a leave
+   * that changes nothing else makes a new snapshot only when it is not, so a cluster of N that
+   * joins one by one costs about log₂ N extra broadcasts, not N.
+   */
+  #nodesClose(nodes: number): boolean {
+    const members = this.#members.size;
+    return members <= 2 * nodes && nodes <= 2 * members;
   }
 
   /** The members with the lowest election hashes, itself excepted, lowest first. */
