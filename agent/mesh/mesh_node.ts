@@ -210,6 +210,7 @@ export class MeshNode {
   async stop(): Promise<void> {
     this.#stopped = true;
     void this.#election.stop(); // its timer is cleared at once; a running step is not awaited
+    clearTimeout(this.#expiryTimer);
     this.member.stop();
     await this.#identity.stop();
     const wasCoordinator = this.#coordinator !== undefined;
@@ -224,6 +225,7 @@ export class MeshNode {
   crash(): void {
     this.#stopped = true;
     void this.#election.stop();
+    clearTimeout(this.#expiryTimer);
     this.member.stop();
     void this.#identity.stop();
     this.#coordinator?.stop();
@@ -294,6 +296,8 @@ export class MeshNode {
         // Another contender won (a lost race, or a holder newer than our snapshot's term): its
         // record follows within a request or two.
         this.member.recordChanging();
+      } else if (step.action === "observed") {
+        this.#stepAtExpiry(step);
       }
       if (!step.leader && this.#coordinator) {
         this.#coordinator.stop(MESH_HANDOVER);
@@ -310,6 +314,28 @@ export class MeshNode {
       }
     }
   }
+
+  /**
+   * A contender that saw the holder's lease unchanged steps again the moment it may take it over
+   * (a hint of the election loop), not at the next step: a crashed holder's lease is taken up to a
+   * step sooner. The lease's own duration is assumed to be this node's (a lease of another
+   * duration only makes that step observe once more).
+   */
+  #stepAtExpiry(step: LeaseStatus): void {
+    const seen = step.seen;
+    if (!seen || seen.released || seen.corrupt) return;
+    const leftMs = (this.#o.leaseMs ?? 15_000) + this.#lease.marginMs - seen.unchangedMs;
+    if (!(leftMs > 0 && leftMs < this.#stepMs()) || this.#expiryTimer !== undefined) return;
+    // A hint given during a pass would run the next pass at once (Loop), so a one-shot timer
+    // hints after the wait; not a periodic pass: no Loop.
+    this.#expiryTimer = setTimeout(() => {
+      this.#expiryTimer = undefined;
+      this.#election.hint({ delayMs: 0 });
+    }, leftMs + 20);
+  }
+
+  /** The timer of `#stepAtExpiry`. */
+  #expiryTimer?: ReturnType<typeof setTimeout>;
 
   /** True the first time a step shows a holder of a term newer than this member knows. */
   #newHolder(step: LeaseStatus): boolean {

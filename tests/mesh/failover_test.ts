@@ -167,6 +167,7 @@ async function failover(c: Awaited<ReturnType<typeof cluster>>, how: "crash" | "
     joinedPeriods: joinedMs / LEASE_MS,
     perAgentPerLease: sum(leaderless.map((r) => r.all)) / survivors.length / periods,
     recordReadsMax: Math.max(...leaderless.map((r) => r.record)),
+    leaseReadsMax: Math.max(...survivors.map((a) => a.counts.count("get", MESH_COORDINATOR_LEASE))),
     leaseSteppers: leaderless.filter((r) => r.lease > 0).length,
     contended: contended.size,
     mostAtOnce,
@@ -187,11 +188,21 @@ async function failover(c: Awaited<ReturnType<typeof cluster>>, how: "crash" | "
   return figures;
 }
 
+/** A contender reads the lease at most once per election step, plus once when it may take it. */
+function assertLeaseSteps(f: Awaited<ReturnType<typeof failover>>) {
+  const steps = Math.ceil(f.joinedPeriods * 3);
+  assert.ok(
+    f.leaseReadsMax <= steps + 2,
+    `an agent read the lease ${f.leaseReadsMax} times in ${steps} election steps`,
+  );
+}
+
 Deno.test("failover [moto]: 120 agents, the coordinator killed — one new coordinator, a few contenders, ≤ 1 request per agent per lease period while leaderless, nobody left behind", async () => {
   const c = await cluster(120);
   try {
     const f = await failover(c, "crash");
     assert.equal(f.coordinators, 1, "exactly one coordinator");
+    assertLeaseSteps(f);
     assert.equal((await readCoordinatorRecord(c.shared))!.nodeId, f.next);
     assert.ok(f.successors.length === 6, `the snapshot listed ${f.successors.length} successors`);
     assert.ok(f.successors.includes(f.next), `${f.next} is one of the listed successors`);
@@ -246,6 +257,7 @@ Deno.test("failover [moto]: 120 agents on a store that serves no more than moto 
       `  the slowest request waited ${c.limited.longestWaitMs().toFixed(0)} ms in the queue`,
     );
     assert.equal(f.coordinators, 1, "exactly one coordinator");
+    assertLeaseSteps(f);
     assert.equal((await readCoordinatorRecord(c.shared))!.nodeId, f.next);
     assert.ok(f.successors.includes(f.next), `${f.next} is one of the listed successors`);
     assert.ok(f.leaseSteppers <= 6, `${f.leaseSteppers} agents stepped the coordinator lease`);
@@ -265,6 +277,7 @@ Deno.test("failover [moto]: a 3-node cluster elects among all its survivors", as
   try {
     const f = await failover(c, "crash");
     assert.equal(f.coordinators, 1);
+    assertLeaseSteps(f);
     assert.equal(f.contended, 2, "both survivors contend from the loss on");
     assert.equal(f.successors.length, 2);
     assert.ok(f.recordReadsUntilJoinedMax <= 2, `${f.recordReadsUntilJoinedMax} record reads`);
