@@ -3,7 +3,8 @@
  * (`deployments/index.json`, `services/index.json` or the CA state): while the member holds a
  * fresh snapshot, the agent GETs the object only when the coordinator announces an ETag it has not
  * read yet (the cluster's idle reads are the coordinator's alone). Without a fresh snapshot (no
- * coordinator, a partition) it falls back to direct polling with a longer, jittered interval, and
+ * coordinator, a partition) it falls back to direct polling with a longer, jittered interval —
+ * after the mesh's election window (`hold`), when a new coordinator was due and did not come — and
  * returns to notifications as soon as snapshots arrive again.
  */
 
@@ -29,6 +30,12 @@ export interface IndexNotifierOptions {
   freshMs?: number;
   /** Direct polling interval while not fresh (default 10 s, ±20 % jitter). */
   fallbackMs?: number;
+  /**
+   * True while a lost coordinator's successor is due (the mesh's election window, spec §7.9): no
+   * fallback poll then, so a leaderless cluster does not poll the bucket while it elects. An
+   * agent that never read the object reads it regardless.
+   */
+  hold?: () => boolean;
   random?: () => number;
   now?: () => number;
 }
@@ -82,7 +89,7 @@ export class IndexNotifier {
       this.counts.notified++;
       return true;
     }
-    if (now >= this.#nextFallback) return this.#allow("fallback", now);
+    if (now >= this.#nextFallback && !this.#o.hold?.()) return this.#allow("fallback", now);
     this.counts.skipped++;
     return false;
   }

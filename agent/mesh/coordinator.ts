@@ -23,11 +23,19 @@ import {
 } from "../../core/model/endpoint_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
 import { type CoordinatorStream, endCall, Serialized } from "./mesh_service.ts";
+import { DEFAULT_CONTENDERS, electionHash, LISTED_ROUNDS } from "./contention_gate.ts";
 
 /** Options of `Coordinator`. */
 export interface CoordinatorOptions {
   /** The lease term this coordinator holds (the snapshots' term). */
   term: number;
+  /** This coordinator's node id (never its own successor). */
+  nodeId?: string;
+  /**
+   * How many successors its snapshots list (default `LISTED_ROUNDS` × `DEFAULT_CONTENDERS`; spec
+   * §7.9, bounded election).
+   */
+  successors?: number;
   /** How long a disconnected member's endpoints stay (default 10 s). */
   graceMs?: number;
   /**
@@ -69,6 +77,8 @@ interface Announced {
 
 interface Member {
   report: NodeReport;
+  /** `electionHash(node id, term)`: its place among the successors. */
+  hash: number;
   streams: Set<CoordinatorStream>;
   /** Timer that drops the member after its last stream ended. */
   drop?: ReturnType<typeof setTimeout>;
@@ -185,7 +195,10 @@ export class Coordinator {
       this.counters.reportsIn++;
       let m = this.#members.get(peer);
       const isNew = !m;
-      if (!m) this.#members.set(peer, m = { report, streams: new Set() });
+      if (!m) {
+        m = { report, hash: electionHash(peer, this.#o.term), streams: new Set() };
+        this.#members.set(peer, m);
+      }
       clearTimeout(m.drop);
       m.drop = undefined;
       m.streams.add(stream);
@@ -218,14 +231,17 @@ export class Coordinator {
     stream.on("close", gone);
   }
 
-  /** Ends every stream (the lease was lost or the agent stops). */
-  stop(): void {
+  /**
+   * Ends every stream (the lease was lost or the agent stops) with UNAVAILABLE and `details`
+   * (`MESH_HANDOVER` when a successor comes at once).
+   */
+  stop(details = "coordinator stopped"): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
     for (const a of this.#announced.values()) void a.loop?.stop(); // timers cleared at once
     for (const m of this.#members.values()) {
       clearTimeout(m.drop);
-      for (const s of m.streams) endCall(s, "coordinator stopped");
+      for (const s of m.streams) endCall(s, details);
     }
     this.#members.clear();
   }
@@ -246,9 +262,12 @@ export class Coordinator {
     const same = (field: AnnouncedObject) =>
       announcements[field]?.etag === this.#snapshot[field]?.etag &&
       (announcements[field] === undefined) === (this.#snapshot[field] === undefined);
+    const listed = this.#snapshot.successors ?? [];
+    const successors = this.#listStale(listed) ? this.#successors() : listed;
     if (
       this.#snapshot.version > 0 && sameEndpoints(endpoints, this.#snapshot.endpoints) &&
-      ANNOUNCED_OBJECTS.every(same)
+      ANNOUNCED_OBJECTS.every(same) && successors.join() === listed.join() &&
+      this.#nodesClose(this.#snapshot.nodes)
     ) return;
     this.#snapshot = {
       term: this.#o.term,
@@ -256,10 +275,49 @@ export class Coordinator {
       nodes: this.#members.size,
       endpoints,
       ...announcements,
+      successors,
     };
     this.#wire = undefined;
     this.counters.broadcasts++;
     for (const m of this.#members.values()) for (const s of m.streams) this.#send(s);
+  }
+
+  /**
+   * Whether the listed successors must be made again: one of them left, or the list is short of
+   * its count while members are missing from it. A member with a lower hash joining later does
+   * not change a good list (every member holds the same list: that is what matters, and a new
+   * snapshot for each such join would cost a message per member).
+   */
+  #listStale(listed: readonly string[]): boolean {
+    if (listed.some((id) => !this.#members.has(id))) return true;
+    const count = this.#o.successors ?? LISTED_ROUNDS * DEFAULT_CONTENDERS;
+    const others = this.#members.size - (this.#members.has(this.#o.nodeId ?? "") ? 1 : 0);
+    return listed.length < Math.min(count, others);
+  }
+
+  /**
+   * Whether a snapshot's `nodes` is still within a factor of two of the members (members size
+   * their contention rounds and spread their record reads by it: spec §7.9). A join or a leave
+   * that changes nothing else makes a new snapshot only when it is not, so a cluster of N that
+   * joins one by one costs about log₂ N extra broadcasts, not N.
+   */
+  #nodesClose(nodes: number): boolean {
+    const members = this.#members.size;
+    return members <= 2 * nodes && nodes <= 2 * members;
+  }
+
+  /** The members with the lowest election hashes, itself excepted, lowest first. */
+  #successors(): string[] {
+    const count = this.#o.successors ?? LISTED_ROUNDS * DEFAULT_CONTENDERS;
+    const best: { id: string; hash: number }[] = [];
+    for (const [id, m] of this.#members) {
+      if (id === this.#o.nodeId) continue;
+      if (best.length === count && m.hash >= best[count - 1].hash) continue;
+      best.push({ id, hash: m.hash });
+      best.sort((a, b) => a.hash - b.hash || (a.id < b.id ? -1 : 1));
+      if (best.length > count) best.pop();
+    }
+    return best.map((b) => b.id);
   }
 
   #send(stream: CoordinatorStream): void {

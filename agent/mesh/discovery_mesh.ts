@@ -5,7 +5,11 @@
  */
 
 import * as path from "node:path";
-import type { ClusterSnapshot, EndpointSet } from "../../core/model/endpoint_snapshot.ts";
+import {
+  type ClusterSnapshot,
+  type EndpointSet,
+  parseClusterSnapshot,
+} from "../../core/model/endpoint_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { localEndpoints } from "../discovery/local_endpoints.ts";
@@ -17,7 +21,7 @@ import { MeshNode } from "./mesh_node.ts";
 import type { Announcers } from "./coordinator.ts";
 import type { ClusterCa } from "./node_tls.ts";
 import type { NodeCertificateStatus } from "./node_identity.ts";
-import { writeJsonStatus } from "../status_file.ts";
+import { readJsonStatus, writeJsonStatus } from "../status_file.ts";
 import { Loop } from "../loop.ts";
 
 /** Options of `DiscoveryMesh`. */
@@ -99,7 +103,9 @@ export class DiscoveryMesh {
   /** Loads the cluster CA, starts the mesh, the Pods API watch and the Services refresh. */
   async start(): Promise<void> {
     const ca = await this.#o.loadCa();
+    const previous = await this.#previousSnapshot();
     this.#mesh = new MeshNode({
+      previous,
       store: this.#o.store,
       cluster: this.#o.cluster,
       nodeGroup: this.#o.nodeGroup,
@@ -181,6 +187,11 @@ export class DiscoveryMesh {
     return this.#mesh?.member.streamsOpened ?? 0;
   }
 
+  /** Whether a lost coordinator's successor is due (`MeshNode.electing`; false before it runs). */
+  electing(): boolean {
+    return this.#mesh?.electing() ?? false;
+  }
+
   /** Whether this agent steps the leases now (`MeshNode.contends`; true before the mesh runs). */
   contends(): boolean {
     return this.#mesh?.contends() ?? true;
@@ -240,6 +251,23 @@ export class DiscoveryMesh {
   recordExtras(): { endpoints: EndpointSet; ready: Set<string> } | undefined {
     if (!this.#watch?.view().synced) return undefined;
     return { endpoints: this.#local, ready: this.#ready };
+  }
+
+  /**
+   * The snapshot an earlier run of this agent left in `<state-dir>/mesh.json` (validated as any
+   * snapshot; undefined when there is none or it does not parse): a restarted agent contends in
+   * its round of that term instead of at once (`MeshNodeOptions.previous`).
+   */
+  async #previousSnapshot(): Promise<ClusterSnapshot | undefined> {
+    try {
+      const status = await readJsonStatus<{ snapshot?: unknown }>(
+        path.join(this.#o.stateDir, "mesh.json"),
+      );
+      return status?.snapshot === undefined ? undefined : parseClusterSnapshot(status.snapshot);
+    } catch (err) {
+      this.#o.log.warn("mesh.json of an earlier run not used", { error: (err as Error).message });
+      return undefined;
+    }
   }
 
   #writeStatus(): void {

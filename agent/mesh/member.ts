@@ -3,10 +3,8 @@
  * (`dns/coordinator.json`), sends its complete local endpoints on every change and as a heartbeat,
  * and keeps the newest complete snapshot it received (term first, then version). When the
  * coordinator is unreachable it keeps its last snapshot (the dataplane keeps running) and
- * reconnects with jittered backoff. The coordinator record changes only when a lease is won, so
- * the member reads it once right after losing its stream (a handover may be done already), then
- * not before `recordQuietMs` (the lease: no new coordinator can exist sooner) and from then on at
- * most once per `recordReadMs` (an election step), both jittered; between reads it retries the
+ * reconnects with jittered backoff; it reads the record only on its `RecordReadPlan` (a few
+ * reads per failover, about one per lease period while leaderless) and between reads retries the
  * endpoint it knows, which costs the bucket nothing.
  */
 
@@ -22,7 +20,13 @@ import {
 import type { Logger } from "../../core/kit/log.ts";
 import { backoffMs } from "../../core/kit/retry.ts";
 import type { CoordinatorRecord } from "./coordinator_record.ts";
-import { type MemberStream, MESH_CHANNEL_OPTIONS, MeshClient } from "./mesh_service.ts";
+import { RecordReadPlan, type RecordReadPlanOptions } from "./record_read_plan.ts";
+import {
+  type MemberStream,
+  MESH_CHANNEL_OPTIONS,
+  MESH_HANDOVER,
+  MeshClient,
+} from "./mesh_service.ts";
 import { clientCredentials, type NodeTls } from "./node_tls.ts";
 
 /** Options of `MeshMember`. */
@@ -39,10 +43,8 @@ export interface MeshMemberOptions {
   heartbeatMs?: number;
   /** Reconnect backoff cap (default 2 s: a new coordinator is found quickly). */
   maxBackoffMs?: number;
-  /** Least time between two reads of the coordinator record (default 0: every attempt). */
-  recordReadMs?: number;
-  /** After a lost stream and one read, no read for this long (default 0). */
-  recordQuietMs?: number;
+  /** When it reads the coordinator record (default: at every attempt). */
+  recordPlan?: Omit<RecordReadPlanOptions, "now">;
   log: Logger;
 }
 
@@ -65,10 +67,10 @@ export class MeshMember {
   #record?: CoordinatorRecord;
   /** A reconnect attempt waits for its backoff timer. */
   #waiting = false;
-  /** When the next attempt may read the record. */
-  #nextReadAt = -Infinity;
-  /** Set when a stream is lost: the read after the immediate one waits until then. */
-  #quietUntil?: number;
+  /** When the waiting attempt comes (performance.now() time). */
+  #attemptAt = 0;
+  /** When attempts read the coordinator record. */
+  readonly recordPlan: RecordReadPlan;
   /** Reports this member sent (the scale test counts messages). */
   reportsOut = 0;
   /** Streams this member opened to a coordinator (the renewal test counts reconnects). */
@@ -76,6 +78,9 @@ export class MeshMember {
 
   constructor(options: MeshMemberOptions) {
     this.#o = options;
+    this.recordPlan = new RecordReadPlan(
+      options.recordPlan ?? { stepMs: 0, takeoverMs: 0, everyMs: 0 },
+    );
   }
 
   /** The newest snapshot received. */
@@ -130,15 +135,19 @@ export class MeshMember {
    * one is waiting for its backoff (an attempt under way or a stream's end brings the next one).
    */
   recordChanged(): void {
-    this.#nextReadAt = -Infinity;
-    this.#quietUntil = undefined;
+    this.recordPlan.changed();
     if (this.#stopped || !this.#waiting) return;
-    clearTimeout(this.#timer);
-    // The waiting reconnect, brought forward (see #retry): no Loop.
-    this.#timer = setTimeout(() => {
-      this.#waiting = false;
-      void this.#connect();
-    }, 0);
+    this.#wait(0); // the waiting reconnect, brought forward
+  }
+
+  /** A new lease holder was seen (not this node): its record is read soon (`RecordReadPlan`). */
+  recordChanging(): void {
+    this.recordPlan.changing();
+    // A waiting attempt that would come after the read is due is brought forward to it.
+    const due = Math.max(0, this.recordPlan.nextAt - performance.now());
+    if (!this.#stopped && this.#waiting && performance.now() + due < this.#attemptAt) {
+      this.#wait(due);
+    }
   }
 
   /** Sets this node's complete local endpoints; sent at once when they changed. */
@@ -166,14 +175,8 @@ export class MeshMember {
   async #connect(): Promise<void> {
     if (this.#stopped) return;
     let record = this.#record;
-    const now = performance.now();
-    if (now >= this.#nextReadAt) {
-      const jitter = 0.8 + 0.4 * Math.random();
-      this.#nextReadAt = Math.max(
-        now + (this.#o.recordReadMs ?? 0) * jitter,
-        this.#quietUntil ?? -Infinity,
-      );
-      this.#quietUntil = undefined;
+    if (this.recordPlan.due()) {
+      this.recordPlan.read();
       try {
         record = this.#record = await this.#o.coordinator();
       } catch (err) {
@@ -207,13 +210,15 @@ export class MeshMember {
       // must not sit idle where a peer's GOAWAY can reach it (denoland/deno#36788, spec §7.9).
       client.close();
       if (this.#stream === stream) {
-        // A stream that delivered snapshots is lost: read the record once at once, then not
-        // before a lease could have run out (the quiet time, jittered by up to a third).
+        // A stream that delivered snapshots is lost: the record is read on the plan after a
+        // loss (a step after a handover, else after a takeover; then once per lease).
         if (this.#connectedTo !== undefined) {
-          const quiet = this.#o.recordQuietMs ?? 0;
           this.#lostAt = performance.now();
-          this.#nextReadAt = -Infinity;
-          this.#quietUntil = performance.now() + quiet * (1 + Math.random() / 3);
+          this.recordPlan.lost({
+            at: this.#lostAt,
+            nodes: this.#snapshot?.nodes,
+            handover: why.includes(MESH_HANDOVER),
+          });
         }
         this.#stream = undefined;
         this.#connectedTo = undefined;
@@ -231,6 +236,7 @@ export class MeshMember {
       }
       this.#failures = 0;
       this.#connectedTo = record!.nodeId;
+      this.recordPlan.connected();
       this.#lostAt = undefined;
       this.#lastError = undefined;
       if (!this.#snapshot || compareSnapshots(s, this.#snapshot) > 0) {
@@ -251,8 +257,14 @@ export class MeshMember {
       50,
       backoffMs({ attempts: 0, baseMs: 100, maxMs: this.#o.maxBackoffMs ?? 2_000 }, this.#failures),
     );
+    this.#wait(delay);
+  }
+
+  /** The next attempt after `delay` ms (replacing a waiting one). */
+  #wait(delay: number): void {
     clearTimeout(this.#timer);
     this.#waiting = true;
+    this.#attemptAt = performance.now() + delay;
     // A one-shot reconnect after a backoff the stream's state decides, not a periodic pass: no Loop.
     this.#timer = setTimeout(() => {
       this.#waiting = false;

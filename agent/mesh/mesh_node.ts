@@ -7,18 +7,24 @@
 
 import { Loop } from "../loop.ts";
 import * as grpc from "@grpc/grpc-js";
-import { BucketLease } from "../../core/bucket/bucket_lease.ts";
+import { BucketLease, type LeaseStatus } from "../../core/bucket/bucket_lease.ts";
 import { MESH_COORDINATOR_LEASE } from "../../core/bucket/bucket_layout.ts";
 import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
-import { ContentionGate } from "./contention_gate.ts";
+import {
+  ContentionGate,
+  DEFAULT_CONTENDERS,
+  type GateSnapshot,
+  LISTED_ROUNDS,
+} from "./contention_gate.ts";
 import { type Announcers, Coordinator } from "./coordinator.ts";
 import { readCoordinatorRecord, writeCoordinatorRecord } from "./coordinator_record.ts";
 import { MeshMember } from "./member.ts";
 import {
   type CoordinatorStream,
   endCall,
+  MESH_HANDOVER,
   MESH_SERVER_OPTIONS,
   MESH_SERVICE,
 } from "./mesh_service.ts";
@@ -45,7 +51,13 @@ export interface MeshNodeOptions {
   advertiseHost: string;
   /** Coordinator lease duration (default 15 s). */
   leaseMs?: number;
-  /** Disconnected agents that step the leases per election step (default 3; ContentionGate). */
+  /**
+   * The last snapshot of an earlier run of this agent (`<state-dir>/mesh.json`): until its member
+   * has a snapshot of its own, the agent contends in its round of that term, counted from its
+   * start, not at once — a whole cluster restarting together does not step the lease 1,000 times.
+   */
+  previous?: GateSnapshot;
+  /** Disconnected agents per contention round (default 3; `ContentionGate`). */
   contenders?: number;
   /** Member heartbeat (default 5 s). */
   heartbeatMs?: number;
@@ -95,9 +107,15 @@ export class MeshNode {
         return {};
       },
     });
+    // A round of contenders lasts a full takeover of a crashed holder's lease: the lease, the
+    // margin, and the step in which the contender saw it first.
+    const leaseMs = options.leaseMs ?? 15_000;
+    const takeoverMs = leaseMs + this.#lease.marginMs + this.#stepMs();
     this.#gate = new ContentionGate({
+      nodeId: options.nodeId,
       contenders: options.contenders,
-      slotMs: this.#stepMs(),
+      stepMs: this.#stepMs(),
+      roundMs: takeoverMs,
     });
     this.#identity = new NodeIdentity({
       ca: options.ca,
@@ -115,10 +133,9 @@ export class MeshNode {
       // Each new channel presents the current certificate; an open stream keeps its session.
       tls: (): NodeTls => this.#identity.current,
       coordinator: () => readCoordinatorRecord(options.store),
-      // A record changes only when a lease is won: after a loss, one read, none for a lease,
-      // then one per election step.
-      recordReadMs: this.#stepMs(),
-      recordQuietMs: options.leaseMs ?? 15_000,
+      // A record changes only when a lease is won: after a loss, two reads when a successor has
+      // had time to take over (spread over the cluster), then one per lease (RecordReadPlan).
+      recordPlan: { stepMs: this.#stepMs(), takeoverMs, everyMs: leaseMs },
       onSnapshot: options.onSnapshot,
       heartbeatMs: options.heartbeatMs,
       log: options.log,
@@ -133,15 +150,28 @@ export class MeshNode {
   /**
    * Whether this agent steps the leases now (the coordinator lease here, the CA lease in the
    * identity-ca loop): the coordinator does; a connected member does not; a disconnected one
-   * once its `ContentionGate` slot came.
+   * while its `ContentionGate` round contends.
    */
   contends(): boolean {
     if (this.#coordinator) return true;
+    const own = this.member.snapshot;
     return this.#gate.contend(
       this.member.connected(),
-      this.member.snapshot?.nodes,
-      this.member.lostAt(),
+      own ?? this.#o.previous,
+      own ? this.member.lostAt() : this.#startedAt,
     );
+  }
+
+  /**
+   * True while this member lost its coordinator and a successor is due: from the loss until its
+   * plan's second record read after a takeover (`RecordReadPlan.electionEndsAt`). Direct fallback
+   * polls wait that long (`IndexNotifier.hold`), so a leaderless cluster spends its requests on
+   * the election.
+   */
+  electing(): boolean {
+    if (this.member.connected() || this.#coordinator) return false;
+    const ends = this.member.recordPlan.electionEndsAt();
+    return ends !== undefined && performance.now() < ends;
   }
 
   /** The bound port. */
@@ -160,6 +190,7 @@ export class MeshNode {
    */
   async start(): Promise<void> {
     this.#stopped = false;
+    this.#startedAt = performance.now();
     await this.#identity.start();
     try {
       await this.#bind();
@@ -179,10 +210,11 @@ export class MeshNode {
   async stop(): Promise<void> {
     this.#stopped = true;
     void this.#election.stop(); // its timer is cleared at once; a running step is not awaited
+    clearTimeout(this.#expiryTimer);
     this.member.stop();
     await this.#identity.stop();
     const wasCoordinator = this.#coordinator !== undefined;
-    this.#coordinator?.stop();
+    this.#coordinator?.stop(MESH_HANDOVER);
     this.#coordinator = undefined;
     await this.#lease.release().catch(() => false);
     if (wasCoordinator) await this.#server?.drained(SESSION_DRAIN_MS);
@@ -193,6 +225,7 @@ export class MeshNode {
   crash(): void {
     this.#stopped = true;
     void this.#election.stop();
+    clearTimeout(this.#expiryTimer);
     this.member.stop();
     void this.#identity.stop();
     this.#coordinator?.stop();
@@ -243,6 +276,8 @@ export class MeshNode {
           silenceMs: 3 * (this.#o.heartbeatMs ?? 5_000),
           announce: this.#o.announce,
           pollMs: this.#o.pollMs,
+          nodeId: this.#o.nodeId,
+          successors: LISTED_ROUNDS * (this.#o.contenders ?? DEFAULT_CONTENDERS),
           log: this.#o.log,
         });
         this.#coordinatorTerm = step.term!;
@@ -257,8 +292,15 @@ export class MeshNode {
         });
         this.member.recordChanged();
         this.#o.log.info("mesh coordinator", { term: step.term });
-      } else if (!step.leader && this.#coordinator) {
-        this.#coordinator.stop();
+      } else if (!step.leader && this.#newHolder(step)) {
+        // Another contender won (a lost race, or a holder newer than our snapshot's term): its
+        // record follows within a request or two.
+        this.member.recordChanging();
+      } else if (step.action === "observed") {
+        this.#stepAtExpiry(step);
+      }
+      if (!step.leader && this.#coordinator) {
+        this.#coordinator.stop(MESH_HANDOVER);
         this.#coordinator = undefined;
         this.#o.log.info("mesh coordinator lease lost", {});
       }
@@ -272,6 +314,43 @@ export class MeshNode {
       }
     }
   }
+
+  /**
+   * A contender that saw the holder's lease unchanged steps again the moment it may take it over
+   * (a hint of the election loop), not at the next step: a crashed holder's lease is taken up to a
+   * step sooner. The lease's own duration is assumed to be this node's (a lease of another
+   * duration only makes that step observe once more).
+   */
+  #stepAtExpiry(step: LeaseStatus): void {
+    const seen = step.seen;
+    if (!seen || seen.released || seen.corrupt) return;
+    const leftMs = (this.#o.leaseMs ?? 15_000) + this.#lease.marginMs - seen.unchangedMs;
+    if (!(leftMs > 0 && leftMs < this.#stepMs()) || this.#expiryTimer !== undefined) return;
+    // A hint given during a pass would run the next pass at once (Loop), so a one-shot timer
+    // hints after the wait; not a periodic pass: no Loop.
+    this.#expiryTimer = setTimeout(() => {
+      this.#expiryTimer = undefined;
+      this.#election.hint({ delayMs: 0 });
+    }, leftMs + 20);
+  }
+
+  /** The timer of `#stepAtExpiry`. */
+  #expiryTimer?: ReturnType<typeof setTimeout>;
+
+  /** True the first time a step shows a holder of a term newer than this member knows. */
+  #newHolder(step: LeaseStatus): boolean {
+    const term = step.action === "raced" ? Infinity : step.seen?.term;
+    if (term === undefined || step.seen?.released) return false;
+    const known = Math.max(this.member.snapshot?.term ?? 0, this.#holderSeen);
+    if (term <= known) return false;
+    if (term !== Infinity) this.#holderSeen = term;
+    return true;
+  }
+
+  /** The newest lease term a step showed held by another node. */
+  #holderSeen = 0;
+  /** When `start` was called (the wait of a restarted agent's round counts from it). */
+  #startedAt?: number;
 
   /** The election step: a third of the lease. */
   #stepMs(): number {

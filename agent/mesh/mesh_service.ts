@@ -60,6 +60,13 @@ export function endCall(call: CoordinatorStream, details: string): void {
   call.emit("error", { code: grpc.status.UNAVAILABLE, details });
 }
 
+/**
+ * The status details a coordinator ends its members' calls with when it hands over — it stops
+ * and releases its lease, or lost its lease to another holder — so they look for the successor
+ * within a step instead of waiting out a crashed holder's lease (`RecordReadPlan`).
+ */
+export const MESH_HANDOVER = "coordinator handing over";
+
 /** The client class of the service. */
 export const MeshClient = grpc.makeGenericClientConstructor(MESH_SERVICE, "Mesh");
 

@@ -104,7 +104,11 @@ export class MeshLink {
   /** The notifier of `object`'s announcements, when reads follow them (spec §7.9). */
   notifier(object: AnnouncedObject): IndexNotifier | undefined {
     return this.#announced
-      ? new IndexNotifier({ object, connected: () => this.connected() })
+      ? new IndexNotifier({
+        object,
+        connected: () => this.connected(),
+        hold: () => this.#mesh?.electing() ?? false,
+      })
       : undefined;
   }
 

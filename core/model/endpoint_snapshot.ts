@@ -38,6 +38,12 @@ export interface ClusterSnapshot {
   services?: IndexAnnouncement;
   /** The same for `identity/workload-ca.json` (the workload CA state). */
   caState?: IndexAnnouncement;
+  /**
+   * Who contends for the lease first if this coordinator goes (spec §7.9, bounded election): the
+   * members with the lowest election hash of node id and term, lowest first, at most
+   * `MESH_LIMITS.successors`.
+   */
+  successors?: string[];
 }
 
 /** The bucket objects a coordinator announces, by their snapshot field. */
@@ -53,7 +59,11 @@ export interface IndexAnnouncement {
 }
 
 /** Bounds of untrusted messages. */
-export const MESH_LIMITS = { services: 10_000, endpointsPerService: 10_000 } as const;
+export const MESH_LIMITS = {
+  services: 10_000,
+  endpointsPerService: 10_000,
+  successors: 16,
+} as const;
 
 function bad(what: string, why: string): ValidationError {
   return new ValidationError(`${what}: ${why}`);
@@ -118,7 +128,23 @@ export function parseClusterSnapshot(value: unknown): ClusterSnapshot {
       ...(i.generation !== undefined ? { generation: i.generation as number } : {}),
     };
   }
+  if (v.successors !== undefined) snapshot.successors = parseSuccessors(v.successors);
   return snapshot;
+}
+
+/** Validates a snapshot's `successors`: distinct node ids, at most `MESH_LIMITS.successors`. */
+function parseSuccessors(value: unknown): string[] {
+  if (!Array.isArray(value) || value.length > MESH_LIMITS.successors) {
+    throw bad("snapshot", `successors must be a list of at most ${MESH_LIMITS.successors}`);
+  }
+  let ids: string[];
+  try {
+    ids = value.map((id) => checkNodeId(id));
+  } catch (err) {
+    throw bad("snapshot", `successors: ${(err as Error).message}`);
+  }
+  if (new Set(ids).size !== ids.length) throw bad("snapshot", "successors must be distinct");
+  return ids;
 }
 
 /** The union of the reports' endpoints, sorted (deterministic bytes for equal inputs). */

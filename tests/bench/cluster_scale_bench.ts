@@ -80,6 +80,7 @@ const { values } = parseArgs({
     applies: { type: "string" },
     "start-spread-s": { type: "string" },
     s3: { type: "string", default: "both" },
+    only: { type: "string" },
   },
 });
 const SMOKE = values.smoke || benchSmoke();
@@ -111,6 +112,13 @@ const SECRETS_MS = SMOKE ? 2_000 : 60_000;
 const VALUES_PER_NODE = 10;
 const APPLY_TIMEOUT_MS = SMOKE ? 30_000 : 120_000;
 const FALLBACK_TIMEOUT_MS = SMOKE ? 30_000 : 240_000;
+/** `--only failover`: join every agent, kill the coordinator, count the failover; nothing else. */
+const FAILOVER_ONLY = values.only === "failover";
+if (values.only !== undefined && !FAILOVER_ONLY) {
+  throw new Error(`--only takes failover, not ${values.only}`);
+}
+/** The coordinator lease the agents run with (the product default; smoke: 3 s). */
+const LEASE_S = SMOKE ? 3 : 15;
 const CLUSTER = "scale";
 const REGION = "us-east-1";
 
@@ -192,6 +200,65 @@ function describeApply(label: string, a: ApplyResult, counts: Map<string, number
   );
 }
 
+/**
+ * Kills the coordinator of `mesh` (no lease release) and counts the failover: kill → a new
+ * coordinator (an agent holds a snapshot of a newer term), the agents' S3 requests until then per
+ * survivor and lease period (by kind), and kill → every survivor connected again.
+ */
+async function measureFailover(o: {
+  mesh: Fleet;
+  peer: { reset(): Promise<void> };
+  counts: () => Promise<Map<string, number>>;
+  f: (key: string, value: number) => number;
+}): Promise<void> {
+  const { mesh } = o;
+  const term0 = (await mesh.status()).coordinatorTerm;
+  await o.peer.reset();
+  const crashed = await mesh.crashCoordinator();
+  const t0 = performance.now();
+  const survivors = NODES - (crashed ? 1 : 0);
+  const limitS = 20 * LEASE_S;
+  const failoverS = await until(
+    "a new coordinator",
+    async () => (await mesh.status()).coordinatorTerm > term0,
+    { timeoutMs: limitS * 1000, everyMs: 250, onTimeout: "return" },
+  );
+  const seconds = failoverS ?? (performance.now() - t0) / 1000;
+  const leaderless = await o.counts();
+  const s3 = total(leaderless) - total(leaderless, "AmazonSSM.");
+  const perAgentPerLease = s3 / survivors / Math.max(1, seconds / LEASE_S);
+  o.f("cluster_failover_s", failoverS ?? Infinity);
+  o.f("cluster_leaderless_requests_per_agent_per_lease", perAgentPerLease);
+  console.log(
+    `failover: coordinator ${crashed ?? "(none found)"} killed → ` +
+      (failoverS === undefined
+        ? `no new coordinator within ${limitS} s`
+        : `new coordinator (term > ${term0}) after ${failoverS.toFixed(1)} s = ` +
+          `${(failoverS / LEASE_S).toFixed(2)} lease periods`) +
+      `; while leaderless ${s3} S3 requests = ${perAgentPerLease.toFixed(3)} per agent per ` +
+      `lease period (${survivors} survivors, lease ${LEASE_S} s)`,
+  );
+  printCounts("  requests while leaderless", leaderless, seconds);
+  const joinedS = await until(
+    "every survivor connected",
+    async () => (await mesh.status()).connected === survivors,
+    { timeoutMs: limitS * 1000, everyMs: 500, onTimeout: "return" },
+  );
+  const s = await mesh.status();
+  console.log(
+    joinedS === undefined
+      ? `  ${s.connected}/${survivors} survivors connected ${limitS} s after the new coordinator ` +
+        `(${JSON.stringify(s.disconnected)})`
+      : `  every survivor connected ${((performance.now() - t0) / 1000).toFixed(1)} s after the ` +
+        `kill (term ${s.coordinatorTerm})`,
+  );
+  printCounts(
+    "  requests from the kill until every survivor connected",
+    await o.counts(),
+    (performance.now() - t0) / 1000,
+  );
+}
+
 /** The figures recorded (whatever was measured, also when a later phase fails). */
 const figures: Record<string, number> = { cluster_scale_nodes: NODES };
 
@@ -202,6 +269,8 @@ const SECOND_PEER_KEYS = new Set([
   "apply_to_manifest_p50_s_1000_nodes",
   "apply_to_manifest_p99_s_1000_nodes",
   "cluster_fallback_converged_fraction",
+  "cluster_failover_s",
+  "cluster_leaderless_requests_per_agent_per_lease",
 ]);
 
 /** Where the agents' S3 requests go and how they are counted. */
@@ -373,6 +442,34 @@ async function simulate(peer: S3Peer, suffix: string): Promise<void> {
     });
   const startTimeoutMs = 180_000 + spreadS * 1000;
   const countsOf = async (bucket: string) => byKind(await peer.counts(), bucket);
+
+  if (FAILOVER_ONLY) {
+    const main = await newBucket();
+    const t1 = performance.now();
+    const mesh = await fleet({
+      bucket: main.bucket,
+      nodes: NODES,
+      workers: WORKERS,
+      mesh: true,
+      prefix: "node",
+    });
+    fleets.push(mesh);
+    await until("every agent converged and on notifications", async () => {
+      const s = await mesh.status(appFiles);
+      return s.wrote === NODES && s.converged === NODES && s.fresh === NODES;
+    }, { timeoutMs: startTimeoutMs, everyMs: 2_000 });
+    console.log(
+      `mesh: ${NODES} agents on notifications after ${
+        ((performance.now() - t1) / 1000).toFixed(0)
+      } s`,
+    );
+    await sleep(SMOKE ? 500 : 10_000);
+    await measureFailover({ mesh, peer, counts: () => countsOf(main.bucket), f });
+    printWarnings("mesh, whole run", await mesh.status());
+    await mesh.stop();
+    fleets.pop();
+    return;
+  }
 
   // --- baseline: a subset without the mesh and without batching ---------------------------------
   const base = await newBucket();
@@ -571,10 +668,13 @@ async function simulate(peer: S3Peer, suffix: string): Promise<void> {
       `${(cpuMs * NODES / 2000).toFixed(2)} s of this machine's 2 cores after the announcement`,
   );
 
-  // Fallback: the coordinator dies; the survivors poll directly until a new one is elected.
+  // Failover: the coordinator dies; counted until a new one is elected and every survivor is on it.
+  await measureFailover({ mesh, peer, counts: () => countsOf(main.bucket), f });
+
+  // Fallback: the new coordinator dies too, and an apply comes while the survivors elect the next.
   const crashed = await mesh.crashCoordinator();
   const tCrash = performance.now();
-  const survivors = NODES - (crashed ? 1 : 0);
+  const survivors = (await mesh.status()).alive;
   await until("every survivor off notifications", async () => (await mesh.status()).fresh === 0, {
     timeoutMs: 60_000,
     everyMs: 200,
@@ -636,7 +736,8 @@ try {
   for (const [i, name] of S3_PEERS.entries()) {
     const peer = name === "moto" ? motoPeer() : await versitygwPeer();
     peers.push(peer);
-    await simulate(peer, i > 0 && name === "moto" ? "_moto" : "");
+    // moto's figures take `_moto` after another peer, and in a failover-only run.
+    await simulate(peer, name === "moto" && (i > 0 || FAILOVER_ONLY) ? "_moto" : "");
     await peer.stop();
     peers.pop();
   }

@@ -151,7 +151,13 @@ class SimAgent {
     const connected = () => this.mesh?.member.connected() ?? false;
     const notified = (object: "index" | "services") =>
       config.mesh
-        ? new IndexNotifier({ object, connected, fallbackMs: config.fallbackMs })
+        ? new IndexNotifier({
+          object,
+          connected,
+          fallbackMs: config.fallbackMs,
+          // As MeshLink: no fallback poll while a lost coordinator's successor is due.
+          hold: () => this.mesh?.electing() ?? false,
+        })
         : undefined;
     const notifier = this.notifier = notified("index");
     const servicesNotifier = this.servicesNotifier = notified("services");
