@@ -545,8 +545,9 @@ class Demo {
     probe.start();
     await this.#podmin([...B.split(" "), "apply", "-f", file]);
     this.#say(
-      "The agent rewrites the static Pod; kubelet replaces it (no rolling update yet: the " +
-        "old Pod stops before the new one starts). Asking the Service every 0.25 s meanwhile",
+      "The agent starts the new Pod beside the old one and removes the old one once kubelet " +
+        "reports the new one Ready (a surge on the node, spec §7.1). Asking the Service every " +
+        "0.25 s meanwhile",
     );
     const t2 = performance.now();
     await this.#until(
@@ -556,9 +557,7 @@ class Demo {
     await probe.stop();
     c.out(
       `     answered by demo:2.0 after ${seconds(performance.now() - t2)}; of ${probe.total} ` +
-        `requests, ${probe.failed} got no answer (for ${
-          seconds(probe.gapMs)
-        }) while the Pod was replaced`,
+        `requests, ${probe.failed} got no answer (for ${seconds(probe.gapMs)}) during the rollout`,
     );
     c.out(`     curl http://[${vip}]/ → ${probe.last!.trim()}`);
     c.out(`   $ sudo deno task podmin --bucket $B get deployments`);

@@ -116,15 +116,17 @@ testWith(
       );
       assert.match(text, /^ {5}hello from podmin \(image demo:1\.0, Pod hello-podmin-local\)$/m);
       // The second version answers, from the host and from the Pod.
-      assert.ok(
-        text.includes(
-          `curl http://[${vip}]/ → hello again from podmin (image demo:2.0, Pod hello-podmin-local)`,
-        ),
+      // The second version runs in a surge Pod named after its spec (spec §7.1).
+      const v2Pod = "hello-[0-9a-f]{8}-podmin-local";
+      assert.match(
         text,
+        new RegExp(
+          `curl http://\\[${vip}\\]/ → hello again from podmin \\(image demo:2\\.0, Pod ${v2Pod}\\)`,
+        ),
       );
       assert.match(
         text,
-        /^ {5}hello again from podmin \(image demo:2\.0, Pod hello-podmin-local\)$/m,
+        new RegExp(`^ {5}hello again from podmin \\(image demo:2\\.0, Pod ${v2Pod}\\)$`, "m"),
       );
       assert.match(text, /^Time to the first answered request: \d+\.\d s\.$/m);
       assert.match(text, /local node removed/);
