@@ -34,6 +34,11 @@ export const ADMISSION_START_MS = 30_000;
 export const RECLAIM_MARGIN_MS = 30_000;
 /** Shortest time between two reads of one rollout object by one node. */
 export const ROLLOUT_POLL_MS = 5_000;
+/**
+ * How long the rollout object must show nobody in transition, unchanged, before a node on the new
+ * spec stops reading it: longer than a waiting node takes to admit itself.
+ */
+export const FOLLOW_IDLE_MS = 2 * ROLLOUT_POLL_MS;
 /** Attempts of one conditional write per pass (then the next pass tries again). */
 const CAS_ATTEMPTS = 5;
 
@@ -68,6 +73,9 @@ interface Memory {
   last?: GateDecision;
   /** No more reads needed for this spec (done and nobody in transition, or halted). */
   finished?: boolean;
+  /** Since when (monotonic) the object, unchanged (`etag`), has shown nobody in transition. */
+  idleSince?: number;
+  idleEtag?: string;
   halted?: boolean;
 }
 
@@ -201,7 +209,16 @@ export class RolloutGate {
         m.halted = true;
         return this.#halted(m, t).revertTo;
       }
-      if (state.spec !== t.spec || state.admitted.length === 0) m.finished = true;
+      if (state.spec !== t.spec) m.finished = true;
+      else if (state.admitted.length > 0 || m.etag === undefined) m.idleEtag = undefined;
+      else if (m.idleEtag !== m.etag) {
+        m.idleEtag = m.etag;
+        m.idleSince = now;
+      } else if (now - m.idleSince! >= FOLLOW_IDLE_MS) {
+        // Nobody in transition across two reads further apart than a waiter's poll: a waiter
+        // would have admitted itself meanwhile, so this rollout has ended.
+        m.finished = true;
+      }
     } catch {
       // Read again next pass.
     }

@@ -5,6 +5,7 @@ import { silentLogger } from "../../core/kit/log.ts";
 import { rolloutSettings } from "../../core/model/rollout.ts";
 import {
   ADMISSION_START_MS,
+  FOLLOW_IDLE_MS,
   RECLAIM_MARGIN_MS,
   ROLLOUT_POLL_MS,
   RolloutGate,
@@ -95,5 +96,36 @@ Deno.test("rollout gate: pause holds admissions; a halt with autoRevert names th
     assert.equal((await b.admit(target)).revertTo, undefined, "no autoRevert: halt only");
     const c = new RolloutGate({ store, node: "c", log: silentLogger, clock });
     assert.equal(await c.follow(revert), S1, "a node already on the new spec learns it too");
+  });
+});
+
+Deno.test("rollout gate: a node on the new spec stops reading once nobody was in transition for a while", async () => {
+  await withStore(async (store) => {
+    let t = 0;
+    const clock = { monotonicMs: () => t, wallMs: () => 1_700_000_000_000 + t };
+    let reads = 0;
+    const counting = Object.assign(Object.create(store), {
+      get: (key: string, o?: { ifNoneMatch?: string; maxBytes?: number }) => {
+        reads++;
+        return store.get(key, o);
+      },
+    }) as FsStore;
+    const a = new RolloutGate({ store, node: "a", log: silentLogger, clock });
+    assert.equal((await a.admit(target)).go, true);
+    const b = new RolloutGate({ store: counting, node: "b", log: silentLogger, clock });
+    assert.equal(await b.follow(target), undefined);
+    t += ROLLOUT_POLL_MS;
+    await a.release(target);
+    for (let i = 0; i < 10; i++) {
+      assert.equal(await b.follow(target), undefined);
+      t += ROLLOUT_POLL_MS;
+    }
+    const before = reads;
+    assert.ok(before <= 2 + FOLLOW_IDLE_MS / ROLLOUT_POLL_MS + 1, `reads: ${before}`);
+    for (let i = 0; i < 10; i++) {
+      await b.follow(target);
+      t += ROLLOUT_POLL_MS;
+    }
+    assert.equal(reads, before, "finished: no more reads");
   });
 });

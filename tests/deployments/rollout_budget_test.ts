@@ -6,8 +6,9 @@
  * pass in turn. Asserted from the nodes' own writes: every write of the rollout object admits at
  * most `maxUnavailable` nodes, and at no moment are more nodes in transition (two manifests, or one
  * being replaced) than that. A crashing image halts after its first wave: no other node ever
- * writes it, and autoRevert leaves every node on the previous spec. Pause holds every node on the
- * old spec; resume completes the rollout within the budget.
+ * writes it, and autoRevert leaves every node on the previous spec, also the nodes that had
+ * completed their transition when another node failed. Pause holds every node on the old spec; resume completes the rollout within
+ * the budget.
  */
 
 import assert from "node:assert/strict";
@@ -111,8 +112,10 @@ Deno.test("rollout budget: waves within maxUnavailable, a failed first wave halt
           uid: m.spec,
           labels: { "podmin.dev/namespace": "default", "podmin.dev/deployment": "web" },
           phase: "Running",
-          ready: m.tag !== "crash",
-          ...(m.tag === "crash" ? { reason: "c: CrashLoopBackOff (last exit 1: Error)" } : {}),
+          ready: m.tag !== "crash" && m.tag !== `crash-${id}`,
+          ...(m.tag === "crash" || m.tag === `crash-${id}`
+            ? { reason: "c: CrashLoopBackOff (last exit 1: Error)" }
+            : {}),
           ips: [],
           annotations: { "podmin.dev/spec": m.spec },
         }));
@@ -187,11 +190,13 @@ Deno.test("rollout budget: waves within maxUnavailable, a failed first wave halt
     const crash = { ...ROLLOUT, autoRevert: true };
     await applyResources({ store, resources: [web("crash", crash)] });
     const object = rolloutStateObject(ref);
-    const halted = async () => {
+    /** The rollout object halted, for the spec its node `by` failed (any node when not given). */
+    const halted = (by?: string) => async () => {
       const got = await getIfExists(store, object.key);
-      return !!got && !!object.parse(got.body).halted;
+      const h = got && object.parse(got.body).halted;
+      return !!h && (by === undefined || h.node === by);
     };
-    await until("halted", halted);
+    await until("halted", halted());
     await until("reverted everywhere", all("v2"));
     const wrote = nodes.filter((n) => tagsSeen.get(n.id)!.has("crash")).map((n) => n.id);
     assert.equal(wrote.length, 1, `only the first wave ran the crashing image: ${wrote}`);
@@ -203,7 +208,20 @@ Deno.test("rollout budget: waves within maxUnavailable, a failed first wave halt
     for (let i = 0; i < 4; i++) await round();
     assert.deepEqual(await tagsNow(), ["v2", "v2", "v2", "v2"]);
 
+    // Two at a time, the image failing on n2 only: the nodes whose transition completed meanwhile
+    // (each completion admits the next node) go back to v2 when n2 halts the rollout.
+    tagsSeen.forEach((tags) => tags.clear());
+    const pair = { ...ROLLOUT, maxUnavailable: 2, autoRevert: true };
+    await applyResources({ store, resources: [web("crash-n2", pair)] });
+    await until("halted by n2", halted("n2"));
+    await until("reverted everywhere", all("v2"));
+    const ran = nodes.filter((n) => tagsSeen.get(n.id)!.has("crash-n2")).map((n) => n.id);
+    assert.ok(ran.includes("n1") && ran.includes("n2"), `ran: ${ran}`);
+    assert.ok(Math.max(...store.admittedWrites) <= 2, `admitted: ${store.admittedWrites}`);
+    assert.ok(maxInTransition <= 2, `in transition at once: ${maxInTransition}`);
+
     // Paused: a new spec waits everywhere; resumed: it rolls out within the budget.
+    store.admittedWrites = [];
     await casUpdate({ store, object, mutate: (s) => setPaused(s, true) });
     await applyResources({ store, resources: [web("v3")] });
     phases.clear();
