@@ -150,6 +150,8 @@ export class DeploymentsPass {
   readonly #surges = new Map<string, SurgeMemory>();
   /** The rollout phase last logged per Deployment (`namespace/name`). */
   readonly #phases = new Map<string, string>();
+  /** Deployments (`namespace/name`) a halted rollout's autoRevert put back on an earlier spec. */
+  #reverts = new Map<string, string>();
   /** Specs whose Pods are withdrawn from this node's endpoints (a handover drains them). */
   #withdrawn = new Set<string>();
 
@@ -243,7 +245,7 @@ export class DeploymentsPass {
       keepValues: new Set([...specs.keepRefs, ...ready.map((r) => refOf(r.entry))]),
     });
     errors.push(...written.errors);
-    this.#summary = summarize(mine, pending, rollouts);
+    this.#summary = summarize(mine, pending, rollouts, this.#reverts);
     const status = await this.#finish(errors, pending, mine.map(refOf), written.onDisk, rollouts);
     if (status.converged) {
       this.#idle = {
@@ -311,6 +313,7 @@ export class DeploymentsPass {
     const live = new Set<string>();
     const withdraw = new Set<string>();
     const desiredSpecs = new Set(options.ready.map((r) => r.entry.spec));
+    this.#reverts = new Map();
     for (const { entry, deployment } of options.ready) {
       const ref = refOf(entry);
       if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
@@ -392,6 +395,8 @@ export class DeploymentsPass {
           // The rollout halted and autoRevert restores the spec it left, on every node.
           try {
             target = { spec: revertTo, deployment: await this.#spec({ ...entry, spec: revertTo }) };
+            this.#reverts.set(ref, revertTo);
+            desiredSpecs.add(revertTo);
             ({ render, disk, oldSpec } = slotsFor(target.spec, target.deployment));
           } catch (err) {
             keepFiles(keep, onDisk, ref);
@@ -660,6 +665,7 @@ function summarize(
   mine: DeploymentEntry[],
   pending: AgentStatus["pending"],
   rollouts: NodeRollout[],
+  reverts: Map<string, string>,
 ): NodeDeployment[] {
   const pendingBy = new Map(pending.map((p) => [p.deployment, p.reason]));
   const rolloutBy = new Map(rollouts.map((r) => [r.deployment, r]));
@@ -670,7 +676,8 @@ function summarize(
     return {
       namespace: e.namespace,
       name: e.name,
-      spec: e.spec,
+      // The spec this node runs: autoRevert's after a halted rollout.
+      spec: reverts.get(refOf(e)) ?? e.spec,
       ...(r
         ? {
           rollout: {

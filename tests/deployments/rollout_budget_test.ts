@@ -198,6 +198,12 @@ Deno.test("rollout budget: waves within maxUnavailable, a failed first wave halt
     };
     await until("halted", halted());
     await until("reverted everywhere", all("v2"));
+    await round();
+    for (const n of nodes) {
+      // Its record names the spec it runs, the restored one (after a pass that saw the halt).
+      const [running] = [...(await n.disk()).values()];
+      assert.equal(n.pass.summary().deployments[0].spec, running.spec, n.id);
+    }
     const wrote = nodes.filter((n) => tagsSeen.get(n.id)!.has("crash")).map((n) => n.id);
     assert.equal(wrote.length, 1, `only the first wave ran the crashing image: ${wrote}`);
     assert.ok(Math.max(...store.admittedWrites) <= 1);
