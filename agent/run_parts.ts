@@ -88,6 +88,8 @@ export function desiredStateParts({ f, context, provider, link }: RunInputs) {
     // they replace in place (spec §7.1, "Surge").
     podsApiSocket: f.once || lacksPodsApi(f.mesh.kubeletVersion) ? undefined : f.mesh.podsApiSocket,
     clusterEndpoints: f.meshListen && !f.once ? () => link.snapshot()?.endpoints : undefined,
+    // The cluster-wide budget (spec §7.1, "Budget"); `--once` replaces without waiting.
+    nodeId: f.once ? undefined : nodeId,
   });
   return { services, identity, deployments };
 }

@@ -7,10 +7,11 @@ import type { Command } from "../core/kit/cli_kit.ts";
 
 const rollout: Command = {
   name: "rollout",
-  summary: "a Deployment's rollout: status per node, revision history, undo",
+  summary: "a Deployment's rollout: status per node, revision history, undo, pause, resume",
   help: `Usage: podmin rollout status DEPLOYMENT [-n NS] [-o text|json] [--wait [--timeout 10m]]
        podmin rollout history DEPLOYMENT [-n NS]
        podmin rollout undo DEPLOYMENT [-n NS] [--to-revision N]
+       podmin rollout pause|resume DEPLOYMENT [-n NS]
 
   status    each live node of the Deployment's NodeGroup, from its record under
             dns/nodes/: new (its desired spec alone), surging (the new Pod runs
@@ -24,6 +25,9 @@ const rollout: Command = {
             is marked.
   undo      applies the revision before the current one (or --to-revision N):
             a new revision, rolled out like any apply.
+  pause     no node is admitted into the rollout (nodes in transition finish
+            theirs); kept across applies until resume.
+  resume    nodes are admitted again, within spec.rollout.maxUnavailable.
 
 Flags:
   -n, --namespace NS    the Deployment's namespace (default default)
@@ -44,7 +48,7 @@ Examples:
     "to-revision": { type: "string" },
   },
   positionals: true,
-  words: ["status", "history", "undo"],
+  words: ["status", "history", "undo", "pause", "resume"],
   run: async (ctx) => (await import("./rollout_run.ts")).runRollout(ctx),
 };
 

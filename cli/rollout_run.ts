@@ -12,6 +12,14 @@ import type { Deployment } from "../core/model/resources.ts";
 import { readDeploymentIndex } from "../core/bucket/deployment_index.ts";
 import { readDeploymentHistory } from "../core/bucket/deployment_history.ts";
 import { readSpec } from "../core/bucket/spec_objects.ts";
+import { casUpdate } from "../core/store/cas_update.ts";
+import { getIfExists } from "../core/store/object_store.ts";
+import {
+  parseRolloutState,
+  type RolloutState,
+  rolloutStateObject,
+  setPaused,
+} from "../core/bucket/rollout_state.ts";
 import { sleep } from "../core/kit/retry.ts";
 import { imagesOf, readNodeRecords, storeOf } from "./cluster_reads.ts";
 import { applyResources } from "./desired_state.ts";
@@ -21,7 +29,7 @@ import { type RolloutView, rolloutView } from "./rollout_view.ts";
 /** `podmin rollout ACTION DEPLOYMENT`: dispatches to the action. */
 export async function runRollout(ctx: CommandContext): Promise<number | void> {
   const [action, target, ...rest] = ctx.positionals;
-  const usage = new UsageError("expected: rollout status|history|undo DEPLOYMENT", {
+  const usage = new UsageError("expected: rollout status|history|undo|pause|resume DEPLOYMENT", {
     hint: "for example: podmin rollout status web -n default",
   });
   if (!target || rest.length) throw usage;
@@ -31,6 +39,9 @@ export async function runRollout(ctx: CommandContext): Promise<number | void> {
   if (action === "status") return await rolloutStatus(ctx, ref);
   if (action === "history") return await rolloutHistory(ctx, ref);
   if (action === "undo") return await rolloutUndo(ctx, ref);
+  if (action === "pause" || action === "resume") {
+    return await rolloutPause(ctx, ref, action === "pause");
+  }
   throw usage;
 }
 
@@ -63,17 +74,35 @@ async function rolloutStatus(ctx: CommandContext, ref: Ref): Promise<number> {
     const { store, entry } = await entryOf(ctx, ref);
     const { records } = await readNodeRecords(store);
     const view = rolloutView(entry, records);
+    const state = await readRolloutState(ctx, store, ref);
+    const halted = state?.spec === entry.spec ? state.halted : undefined;
+    if (halted) view.failed = true;
     const done = view.complete || view.failed;
     if (!wait || done || Date.now() >= deadline) {
       if (output === "json") {
         ctx.out(
           JSON.stringify(
-            { deployment: `${ref.namespace}/${ref.name}`, spec: entry.spec, ...view },
+            {
+              deployment: `${ref.namespace}/${ref.name}`,
+              spec: entry.spec,
+              paused: state?.paused ?? false,
+              ...(halted ? { halted } : {}),
+              ...view,
+            },
             null,
             2,
           ),
         );
-      } else printStatus(ctx, ref, entry.spec, view);
+      } else {
+        printStatus(ctx, ref, entry.spec, view);
+        if (halted) ctx.out(`halted on ${halted.node} at ${halted.at}: ${halted.reason}`);
+        if (halted && state?.from) {
+          ctx.out(`the rollout left ${state.from.slice(0, 19)}… (restored with autoRevert)`);
+        }
+        if (state?.paused) {
+          ctx.out(`paused: no node is admitted until 'podmin rollout resume ${ref.name}'`);
+        }
+      }
       return view.complete ? 0 : view.failed ? 1 : 3;
     }
     await sleep(2000);
@@ -103,6 +132,40 @@ function printStatus(ctx: CommandContext, ref: Ref, spec: string, view: RolloutV
     ctx.out(
       `hint: fix the spec and apply it, or go back with 'podmin rollout undo ${ref.name} -n ${ref.namespace}'`,
     );
+  }
+}
+
+/**
+ * `rollout pause|resume`: no node is admitted into the Deployment's rollout while paused (nodes in
+ * transition finish theirs); kept across specs until resumed.
+ */
+async function rolloutPause(ctx: CommandContext, ref: Ref, paused: boolean): Promise<void> {
+  const { store } = await entryOf(ctx, ref);
+  const result = await casUpdate({
+    store,
+    object: rolloutStateObject(ref),
+    mutate: (current) => setPaused(current, paused),
+  });
+  const word = paused ? "paused" : "resumed";
+  ctx.out(
+    `deployment ${ref.namespace}/${ref.name} rollout ${word}${result.written ? "" : " already"}` +
+      (paused ? `; continue it with 'podmin rollout resume ${ref.name} -n ${ref.namespace}'` : ""),
+  );
+}
+
+/** The Deployment's rollout object, or undefined (none yet, or unreadable: reported). */
+async function readRolloutState(
+  ctx: CommandContext,
+  store: Awaited<ReturnType<typeof storeOf>>,
+  ref: Ref,
+): Promise<RolloutState | undefined> {
+  const object = rolloutStateObject(ref);
+  try {
+    const got = await getIfExists(store, object.key, { maxBytes: object.maxBytes });
+    return got ? parseRolloutState(got.body, ref) : undefined;
+  } catch (err) {
+    ctx.err(`warning: ${(err as Error).message}`);
+    return undefined;
   }
 }
 

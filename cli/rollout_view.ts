@@ -16,7 +16,7 @@ export interface NodeRolloutState {
    * halted, the old Pod serving; `old`: its agent has not taken the desired spec yet; `pending`:
    * its agent cannot write it (values, certificate, spec unreadable).
    */
-  state: "new" | "surging" | "replacing" | "failed" | "old" | "pending";
+  state: "new" | "surging" | "replacing" | "failed" | "waiting" | "old" | "pending";
   /** kubelet reports the Deployment's Pod Ready (undefined: not known). */
   ready?: boolean;
   reason?: string;

@@ -44,6 +44,7 @@ import type { AgentStatus } from "./status.ts";
 import { type NodeRollout, planSurge, type SlotOnDisk } from "./surge_plan.ts";
 import { rolloutSettings } from "../../core/model/rollout.ts";
 import type { PodInfo } from "../discovery/pod_proto.ts";
+import { type GateTarget, ROLLOUT_POLL_MS, type RolloutGate } from "./rollout_gate.ts";
 
 /** kubelet's Pods as the Pods API watch sees them (`PodsWatch.view`). */
 export interface PodsView {
@@ -87,6 +88,11 @@ export interface DeploymentsPassOptions {
   clusterEndpoints?: () => EndpointSet | undefined;
   /** Called when the set of withdrawn Pods changes (the mesh part reports endpoints again). */
   onWithdrawnChange?: () => void;
+  /**
+   * The cluster-wide budget (spec §7.1, "Budget"): a node leaves a running Pod for a new spec only
+   * once admitted in the Deployment's rollout object. Absent: every node moves at once.
+   */
+  gate?: RolloutGate;
   /** Clock in milliseconds (tests). */
   now?: () => number;
 }
@@ -144,6 +150,8 @@ export class DeploymentsPass {
   readonly #surges = new Map<string, SurgeMemory>();
   /** The rollout phase last logged per Deployment (`namespace/name`). */
   readonly #phases = new Map<string, string>();
+  /** Deployments (`namespace/name`) a halted rollout's autoRevert put back on an earlier spec. */
+  #reverts = new Map<string, string>();
   /** Specs whose Pods are withdrawn from this node's endpoints (a handover drains them). */
   #withdrawn = new Set<string>();
 
@@ -219,7 +227,7 @@ export class DeploymentsPass {
     const keep = new Set<string>();
     for (const ref of specs.keepRefs) keepFiles(keep, onDisk, ref);
     const rollouts: NodeRollout[] = [];
-    const { desired, recheckAt } = this.#render({
+    const { desired, recheckAt } = await this.#render({
       ready,
       keep,
       pending,
@@ -237,7 +245,7 @@ export class DeploymentsPass {
       keepValues: new Set([...specs.keepRefs, ...ready.map((r) => refOf(r.entry))]),
     });
     errors.push(...written.errors);
-    this.#summary = summarize(mine, pending, rollouts);
+    this.#summary = summarize(mine, pending, rollouts, this.#reverts);
     const status = await this.#finish(errors, pending, mine.map(refOf), written.onDisk, rollouts);
     if (status.converged) {
       this.#idle = {
@@ -286,7 +294,7 @@ export class DeploymentsPass {
    * The manifest bytes of each ready Deployment whose values and certificate exist, by slot as
    * `planSurge` decides; the others keep their current files (`keep`) and are pending.
    */
-  #render(options: {
+  async #render(options: {
     ready: Ready[];
     keep: Set<string>;
     pending: AgentStatus["pending"];
@@ -296,7 +304,7 @@ export class DeploymentsPass {
     mine: DeploymentEntry[];
     rollouts: NodeRollout[];
     now: number;
-  }): { desired: Map<string, Uint8Array>; recheckAt?: number } {
+  }): Promise<{ desired: Map<string, Uint8Array>; recheckAt?: number }> {
     const { keep, pending, secrets, identity, onDisk, now } = options;
     const desired = new Map<string, Uint8Array>();
     const view = this.#options.pods?.();
@@ -305,6 +313,7 @@ export class DeploymentsPass {
     const live = new Set<string>();
     const withdraw = new Set<string>();
     const desiredSpecs = new Set(options.ready.map((r) => r.entry.spec));
+    this.#reverts = new Map();
     for (const { entry, deployment } of options.ready) {
       const ref = refOf(entry);
       if (deployment.spec.secrets?.length && !secrets.ready.has(ref)) {
@@ -319,41 +328,94 @@ export class DeploymentsPass {
         continue;
       }
       live.add(ref);
-      const render = (slot: Slot) =>
-        manifestBytes(renderStaticPod({
-          deployment,
-          specRef: entry.spec,
-          secretsDir: this.#options.secretsDir,
-          tlsDir: this.#options.tlsDir,
-          slot,
-        }));
-      const disk = new Map<Slot, SlotOnDisk>();
-      for (const [file, found] of onDisk) {
-        const parsed = parseManifestFileName(file);
-        if (parsed?.ref !== ref) continue;
-        const spec = manifestSpec(found.bytes);
-        const equivalent = spec !== undefined && spec !== entry.spec &&
-          rendersSamePod({
-            onDisk: found.bytes,
-            rendered: render(parsed.slot),
-            spec,
-            desired: entry.spec,
-          });
-        disk.set(parsed.slot, { ...found, spec, ...(equivalent ? { equivalent } : {}) });
-      }
+      const slotsFor = (specRef: string, d: Deployment) => {
+        const render = (slot: Slot) =>
+          manifestBytes(renderStaticPod({
+            deployment: d,
+            specRef,
+            secretsDir: this.#options.secretsDir,
+            tlsDir: this.#options.tlsDir,
+            slot,
+          }));
+        const disk = new Map<Slot, SlotOnDisk>();
+        for (const [file, found] of onDisk) {
+          const parsed = parseManifestFileName(file);
+          if (parsed?.ref !== ref) continue;
+          const spec = manifestSpec(found.bytes);
+          const equivalent = spec !== undefined && spec !== specRef &&
+            rendersSamePod({
+              onDisk: found.bytes,
+              rendered: render(parsed.slot),
+              spec,
+              desired: specRef,
+            });
+          disk.set(parsed.slot, { ...found, spec, ...(equivalent ? { equivalent } : {}) });
+        }
+        const oldSpec = [...disk.values()].find((x) => x.spec !== specRef && !x.equivalent)?.spec;
+        return { render, disk, oldSpec };
+      };
+      let target = { spec: entry.spec, deployment };
+      let { render, disk, oldSpec } = slotsFor(entry.spec, deployment);
       const memory = this.#surges.get(ref);
-      const same = memory?.spec === entry.spec;
-      const oldSpec = [...disk.values()].find((d) => d.spec !== entry.spec && !d.equivalent)?.spec;
+      // The cluster-wide budget: a node leaves its running Pod only once admitted (§7.1 "Budget").
+      const settings = rolloutSettings(deployment.spec.rollout);
+      const gateTarget: GateTarget | undefined = this.#options.gate && {
+        namespace: entry.namespace,
+        name: entry.name,
+        spec: entry.spec,
+        from: oldSpec,
+        generation: this.#index?.generation ?? 0,
+        settings,
+      };
+      if (gateTarget && disk.size > 0) {
+        const gate = this.#options.gate!;
+        const onNew = [...disk.values()].some((x) => x.spec === entry.spec || x.equivalent);
+        const reverted = memory?.spec === entry.spec && memory.reverted;
+        let revertTo: string | undefined;
+        if (!onNew && !reverted) {
+          const decision = await gate.admit(gateTarget);
+          if (!decision.go && decision.revertTo === undefined) {
+            keepFiles(keep, onDisk, ref);
+            const rollout: NodeRollout = {
+              deployment: ref,
+              phase: "waiting",
+              ...(oldSpec ? { from: oldSpec } : {}),
+              to: entry.spec,
+              since: new Date(now).toISOString(),
+              reason: decision.reason,
+            };
+            options.rollouts.push(rollout);
+            this.#logPhase(ref, rollout);
+            recheckAt = Math.min(recheckAt ?? Infinity, now + ROLLOUT_POLL_MS);
+            continue;
+          }
+          revertTo = decision.revertTo;
+        } else revertTo = await gate.follow(gateTarget);
+        if (revertTo !== undefined) {
+          // The rollout halted and autoRevert restores the spec it left, on every node.
+          try {
+            target = { spec: revertTo, deployment: await this.#spec({ ...entry, spec: revertTo }) };
+            this.#reverts.set(ref, revertTo);
+            desiredSpecs.add(revertTo);
+            ({ render, disk, oldSpec } = slotsFor(target.spec, target.deployment));
+          } catch (err) {
+            keepFiles(keep, onDisk, ref);
+            pending.push({ deployment: ref, reason: `reverting: ${(err as Error).message}` });
+            continue;
+          }
+        }
+      }
+      const same = memory?.spec === target.spec;
       // A Pod that counts as the desired spec's is never withdrawn.
       for (const d of disk.values()) if (d.equivalent && d.spec) desiredSpecs.add(d.spec);
       const plan = planSurge({
         deployment: ref,
-        spec: entry.spec,
+        spec: target.spec,
         render,
         onDisk: disk,
-        settings: rolloutSettings(deployment.spec.rollout),
+        settings: rolloutSettings(target.deployment.spec.rollout),
         pods: view?.synced ? view.pods.filter((p) => isPodOf(p, entry)) : undefined,
-        inPlace: inPlaceReason({ deployment, spec: entry.spec, names }),
+        inPlace: inPlaceReason({ deployment: target.deployment, spec: target.spec, names }),
         watching: !!view,
         readySince: same ? memory.readySince : undefined,
         reverted: same ? memory.reverted : undefined,
@@ -369,9 +431,17 @@ export class DeploymentsPass {
       if (plan.rollout) options.rollouts.push(plan.rollout);
       if (plan.handedOver) this.#options.log.info("rollout handed over", { deployment: ref });
       this.#logPhase(ref, plan.rollout);
+      if (gateTarget && target.spec === entry.spec) {
+        if (plan.rollout?.phase === "failed") {
+          await this.#options.gate!.halt(gateTarget, plan.rollout.reason ?? "failed");
+        } else if (same && !plan.rollout && !plan.reverted) {
+          // The transition ended on the new spec: the admission goes back.
+          await this.#options.gate!.release(gateTarget);
+        }
+      }
       if (plan.rollout || plan.reverted) {
         this.#surges.set(ref, {
-          spec: entry.spec,
+          spec: target.spec,
           readySince: plan.readySince,
           reverted: plan.reverted,
           drainedSince: plan.drainedSince,
@@ -380,6 +450,7 @@ export class DeploymentsPass {
       if (plan.recheckAt !== undefined) recheckAt = Math.min(recheckAt ?? Infinity, plan.recheckAt);
     }
     for (const ref of this.#surges.keys()) if (!live.has(ref)) this.#surges.delete(ref);
+    this.#options.gate?.prune(names);
     for (const ref of this.#phases.keys()) if (!names.has(ref)) this.#phases.delete(ref);
     this.#updateWithdrawn({ withdraw, desiredSpecs, view });
     return { desired, recheckAt };
@@ -597,6 +668,7 @@ function summarize(
   mine: DeploymentEntry[],
   pending: AgentStatus["pending"],
   rollouts: NodeRollout[],
+  reverts: Map<string, string>,
 ): NodeDeployment[] {
   const pendingBy = new Map(pending.map((p) => [p.deployment, p.reason]));
   const rolloutBy = new Map(rollouts.map((r) => [r.deployment, r]));
@@ -607,7 +679,8 @@ function summarize(
     return {
       namespace: e.namespace,
       name: e.name,
-      spec: e.spec,
+      // The spec this node runs: autoRevert's after a halted rollout.
+      spec: reverts.get(refOf(e)) ?? e.spec,
       ...(r
         ? {
           rollout: {

@@ -14,6 +14,7 @@ import { PodsWatch } from "../discovery/pods_api.ts";
 import type { PodInfo } from "../discovery/pod_proto.ts";
 import type { EndpointSet } from "../../core/model/endpoint_snapshot.ts";
 import { DeploymentsPass } from "./deployments_pass.ts";
+import { RolloutGate } from "./rollout_gate.ts";
 import { type AgentStatus, writeStatus } from "./status.ts";
 
 /** The deployments part's flags. */
@@ -53,6 +54,11 @@ export interface DeploymentsPartOptions {
    * old Pod's addresses left them (spec §7.1, "Surge").
    */
   clusterEndpoints?: () => EndpointSet | undefined;
+  /**
+   * This node's id: with it, a new spec waits for this node's admission into the cluster-wide
+   * budget (spec §7.1, "Budget"). Absent (`--once`): every node moves when it reads the spec.
+   */
+  nodeId?: string;
 }
 
 /** The deployments part. */
@@ -91,6 +97,7 @@ export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
     pods: watch && (() => watch.view()),
     clusterEndpoints: o.clusterEndpoints,
     onWithdrawnChange: () => hub.emit("podsWithdrawn"),
+    gate: o.nodeId === undefined ? undefined : new RolloutGate({ store, node: o.nodeId, log }),
     log,
   });
   let converged = false;

@@ -22,9 +22,10 @@ export interface NodeRollout {
   /**
    * `surging`: the new Pod runs beside the old one until it is Ready; `replacing`: the new spec
    * replaces the old Pod in place; `failed`: the new Pod missed its progress deadline and the old
-   * one keeps serving (the node halted).
+   * one keeps serving (the node halted); `waiting`: the old Pod runs on, this node is not admitted
+   * into the cluster-wide budget yet (paused, halted elsewhere, or the budget is used up).
    */
-  phase: "surging" | "replacing" | "failed";
+  phase: "surging" | "replacing" | "failed" | "waiting";
   /** The spec the old Pod runs (absent when unknown). */
   from?: string;
   /** The desired spec. */

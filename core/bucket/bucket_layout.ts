@@ -94,6 +94,15 @@ export function dnsNodeKey(nodeGroup: string, nodeId: string): string {
   return `dns/nodes/${checkNodeGroup(nodeGroup)}/${checkNodeId(nodeId)}.json`;
 }
 
+/**
+ * A Deployment's rollout state: the cluster-wide budget's admissions, pause and halt
+ * (`core/bucket/rollout_state.ts`, spec §5.5). Under `dns/`, the node role's one writable prefix:
+ * agents admit themselves here by conditional writes; the CLI pauses and resumes.
+ */
+export function deploymentRolloutKey(namespace: string, name: string): string {
+  return `dns/rollouts/${checkNamespace(namespace)}/${checkObjectName("Deployment", name)}.json`;
+}
+
 /** Prefix of all node records. */
 export const DNS_NODES_PREFIX = "dns/nodes/";
 

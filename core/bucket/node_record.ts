@@ -48,7 +48,11 @@ export interface NodeDeployment {
    * new Pods run), `replacing` (in place), `failed` (halted: the old Pod keeps serving); `from` the
    * old Pod's spec, `reason` kubelet's words when it said.
    */
-  rollout?: { phase: "surging" | "replacing" | "failed"; from?: string; reason?: string };
+  rollout?: {
+    phase: "surging" | "replacing" | "failed" | "waiting";
+    from?: string;
+    reason?: string;
+  };
 }
 
 /** The record. */
@@ -190,8 +194,11 @@ function parseRollout(
 ): NonNullable<NodeDeployment["rollout"]> {
   const r = v as Record<string, unknown>;
   if (!r || typeof r !== "object" || Array.isArray(r)) throw bad(`${at}.rollout is not an object`);
-  if (r.phase !== "surging" && r.phase !== "replacing" && r.phase !== "failed") {
-    throw bad(`${at}.rollout.phase must be surging, replacing or failed`);
+  if (
+    r.phase !== "surging" && r.phase !== "replacing" && r.phase !== "failed" &&
+    r.phase !== "waiting"
+  ) {
+    throw bad(`${at}.rollout.phase must be surging, replacing, failed or waiting`);
   }
   if (r.from !== undefined && (typeof r.from !== "string" || !SPEC.test(r.from))) {
     throw bad(`${at}.rollout.from must be sha256:<64 hex>`);

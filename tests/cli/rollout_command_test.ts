@@ -1,7 +1,7 @@
 /**
- * `podmin rollout history | undo | status` on a file:// bucket: revisions recorded by apply, undo
- * to the one before or to a named one (each a new revision), the errors that say what to do, and
- * a status with no node reporting.
+ * `podmin rollout history | undo | status | pause | resume` on a file:// bucket: revisions recorded
+ * by apply, undo to the one before or to a named one (each a new revision), the errors that say
+ * what to do, a status with no node reporting, pause and resume (the rollout object).
  */
 
 import assert from "node:assert/strict";
@@ -88,5 +88,28 @@ Deno.test("rollout: a Deployment with a single revision has nothing to undo", as
   assert.match(undo.err, /has no earlier revision/);
   const usage = await cli("--bucket", bucket, "rollout", "restart", "web");
   assert.equal(usage.code, 2);
-  assert.match(usage.err, /expected: rollout status\|history\|undo DEPLOYMENT/);
+  assert.match(usage.err, /expected: rollout status\|history\|undo\|pause\|resume DEPLOYMENT/);
+});
+
+Deno.test("rollout: pause and resume write the Deployment's rollout object; status says paused", async () => {
+  const bucket = await freshBucket();
+  assert.equal((await cli("--bucket", bucket, "apply", "-f", await web("1"))).code, 0);
+  const pause = await cli("--bucket", bucket, "rollout", "pause", "web");
+  assert.equal(pause.code, 0, pause.err);
+  assert.match(pause.out, /deployment default\/web rollout paused; continue it with/);
+  const again = await cli("--bucket", bucket, "rollout", "pause", "web");
+  assert.match(again.out, /rollout paused already/);
+  const key = new URL(`${bucket}/objects/dns.d/rollouts.d/default.d/web.json.o`).pathname;
+  assert.ok(await Deno.stat(key), "the object is under dns/rollouts/");
+  const status = await cli("--bucket", bucket, "rollout", "status", "web", "-o", "json");
+  assert.equal(JSON.parse(status.out).paused, true);
+  const text = await cli("--bucket", bucket, "rollout", "status", "web");
+  assert.match(text.out, /paused: no node is admitted until 'podmin rollout resume web'/);
+  const resume = await cli("--bucket", bucket, "rollout", "resume", "web");
+  assert.match(resume.out, /deployment default\/web rollout resumed$/m);
+  const after = await cli("--bucket", bucket, "rollout", "status", "web", "-o", "json");
+  assert.equal(JSON.parse(after.out).paused, false);
+  const unknown = await cli("--bucket", bucket, "rollout", "pause", "api");
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.err, /deployment default\/api not found/);
 });

@@ -14,6 +14,8 @@
  *   deadline with kubelet's reason in its status and node record (`podmin rollout status` names
  *   the node and the reason), the v2 Pod keeps serving, no request fails;
  * - `podmin rollout undo` goes back to v2: the crashing Pod is removed, the v2 Pod never moves;
+ * - `podmin rollout pause`, then v1 applied: node A waits (rollout status: `waiting`, paused) with
+ *   the v2 Pod alone; `rollout resume` rolls v1 out, no request fails;
  * - with a CPU request that node A's allocatable holds once but not twice, kubelet refuses the
  *   surge Pod at admission and node A replaces in place (the agent logs `replacing` with
  *   kubelet's reason).
@@ -438,6 +440,8 @@ testWith(
           assert.match(st.stdout, /halted/);
           assert.match(st.stdout, /^podmin-local\s+failed\s+true\s+.*(CrashLoopBackOff|exit 1)/m);
           assert.match(st.stdout, /podmin rollout undo echo/);
+          // The node halted the rollout cluster-wide in its rollout object.
+          assert.match(st.stdout, /^halted on podmin-local at .*(CrashLoopBackOff|exit 1)/m);
         },
       );
 
@@ -460,6 +464,43 @@ testWith(
           assert.equal(result.tcp_failed + result.udp_failed, 0, result.errors.join("\n"));
           assert.deepEqual(result.versions, ["v2"]);
           assert.deepEqual((await status())!.written, [v2File], "the v2 Pod never moved");
+        },
+      );
+
+      await step(
+        "rollout pause holds a new spec on the node; resume rolls it out with 0 failures",
+        async () => {
+          const paused = await rollout(["pause", "echo"]);
+          assert.equal(paused.code, 0, paused.stderr);
+          const result = await clientDuring(async () => {
+            await apply("echo:1.0", "{minReadySeconds: 2}");
+            await waitFor("node A waits, paused", async () => {
+              const s = await status();
+              return !!s?.rollouts?.some((r) =>
+                r.phase === "waiting" && /paused/.test(r.reason ?? "")
+              );
+            }, 120_000);
+            assert.deepEqual((await status())!.written, [v2File], "nothing started while paused");
+            // The node record follows the status file within its write delay.
+            let st = await rollout(["status", "echo"]);
+            await waitFor("rollout status: node A waiting", async () => {
+              st = await rollout(["status", "echo"]);
+              return /^podmin-local\s+waiting\s+/m.test(st.stdout);
+            }, 60_000);
+            assert.equal(st.code, 3, st.stdout + st.stderr);
+            assert.match(st.stdout, /^podmin-local\s+waiting\s+true\s+rollout paused/m);
+            assert.match(st.stdout, /paused: no node is admitted/);
+            const resumed = await rollout(["resume", "echo"]);
+            assert.equal(resumed.code, 0, resumed.stderr);
+            const done = await rollout(["status", "echo", "--wait", "--timeout", "180"]);
+            assert.equal(done.code, 0, done.stdout + done.stderr);
+            await waitFor("node A on v1 alone", async () => {
+              const s = await status();
+              return !!s?.converged && s.written.length === 1 && s.written[0] !== v2File;
+            }, 120_000);
+          });
+          assert.equal(result.tcp_failed + result.udp_failed, 0, result.errors.join("\n"));
+          assert.equal(result.versions.at(-1), "v1", JSON.stringify(result.versions));
         },
       );
 
