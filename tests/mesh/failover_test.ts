@@ -161,7 +161,7 @@ async function failover(c: Awaited<ReturnType<typeof cluster>>, how: "crash" | "
   // coordinator until its next renewal finds the lease taken; it must step down.
   await until(
     "exactly one coordinator",
-    () => agents.filter((a) => a.mesh.coordinator).length === 1,
+    () => survivors.filter((a) => a.mesh.coordinator).length === 1,
   );
   const sum = (xs: number[]) => xs.reduce((x, y) => x + y, 0);
   const periods = Math.max(1, leaderlessMs / LEASE_MS);
@@ -179,7 +179,9 @@ async function failover(c: Awaited<ReturnType<typeof cluster>>, how: "crash" | "
     mostAtOnce,
     recordReadsUntilJoined: sum(joined.map((r) => r.record)),
     recordReadsUntilJoinedMax: Math.max(...joined.map((r) => r.record)),
-    coordinators: agents.filter((a) => a.mesh.coordinator).length,
+    // Among the survivors: the crashed member's process is gone (its in-process election may
+    // still finish a pass after crash()).
+    coordinators: survivors.filter((a) => a.mesh.coordinator).length,
   };
   console.log(
     `failover (${how}, ${agents.length} agents, lease ${LEASE_MS} ms): new coordinator ` +
