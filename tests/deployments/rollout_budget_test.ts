@@ -13,6 +13,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
+import { rolloutDeployment } from "../support/fixtures.ts";
 import { DeploymentsPass, type PodsView } from "../../agent/deployments/deployments_pass.ts";
 import { RolloutGate } from "../../agent/deployments/rollout_gate.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
@@ -21,7 +22,6 @@ import type { PodInfo } from "../../agent/discovery/pod_proto.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { FsStore } from "../../core/store/fs_store.ts";
 import { silentLogger } from "../../core/kit/log.ts";
-import { parseResource } from "../../core/model/resources.ts";
 import type { PutOptions } from "../../core/store/object_store.ts";
 import { deploymentRolloutKey } from "../../core/bucket/bucket_layout.ts";
 import {
@@ -34,16 +34,7 @@ import { getIfExists } from "../../core/store/object_store.ts";
 
 const ROLLOUT = { maxUnavailable: 1, minReadySeconds: 1, progressDeadlineSeconds: 20 };
 const web = (tag: string, rollout: Record<string, unknown> = ROLLOUT) =>
-  parseResource({
-    apiVersion: "podmin.dev/v1",
-    kind: "Deployment",
-    metadata: { name: "web" },
-    spec: {
-      nodeGroup: "workers",
-      rollout,
-      template: { spec: { containers: [{ name: "c", image: `r/apps/web:${tag}` }] } },
-    },
-  });
+  rolloutDeployment(tag, rollout);
 const KEY = deploymentRolloutKey("default", "web");
 const ref = { namespace: "default", name: "web" };
 

@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
+import { rolloutDeployment } from "../support/fixtures.ts";
 import { DeploymentsPass, type PodsView } from "../../agent/deployments/deployments_pass.ts";
 import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { AwsValueProvider } from "../../agent/secrets/value_provider.ts";
@@ -16,19 +17,9 @@ import { applyResources } from "../../cli/desired_state.ts";
 import { FsStore } from "../../core/store/fs_store.ts";
 import { UnavailableError } from "../../core/kit/errors.ts";
 import { silentLogger } from "../../core/kit/log.ts";
-import { parseResource } from "../../core/model/resources.ts";
 
 const web = (tag: string, rollout: Record<string, unknown> = { minReadySeconds: 3 }) =>
-  parseResource({
-    apiVersion: "podmin.dev/v1",
-    kind: "Deployment",
-    metadata: { name: "web" },
-    spec: {
-      nodeGroup: "workers",
-      rollout,
-      template: { spec: { containers: [{ name: "c", image: `r/apps/web:${tag}` }] } },
-    },
-  });
+  rolloutDeployment(tag, rollout);
 
 /** A file store whose reads fail while `down`. */
 class FlakyStore extends FsStore {

@@ -21,3 +21,17 @@ export function workerDeployment(
     },
   }) as Deployment;
 }
+
+/** Deployment `web` of NodeGroup workers, image `r/apps/web:<tag>`, with a `spec.rollout`. */
+export function rolloutDeployment(tag: string, rollout: Record<string, unknown>): Deployment {
+  return parseResource({
+    apiVersion: "podmin.dev/v1",
+    kind: "Deployment",
+    metadata: { name: "web" },
+    spec: {
+      nodeGroup: "workers",
+      rollout,
+      template: { spec: { containers: [{ name: "c", image: `r/apps/web:${tag}` }] } },
+    },
+  }) as Deployment;
+}
