@@ -3,25 +3,31 @@
 # tests/). Ends with a plain "N passed, N failed, N skipped" line. Under CI=true
 # any test ignored for a missing tool or missing root also counts as a failure.
 #
-# Two lanes run at once (tests/README.md, "Lanes"), each one `deno test` whose files run one
-# after another: the shared lane (the folders of SHARED_LANE, whose tests touch nothing of the
-# host but peers of their own on free loopback ports and their own temporary directories) beside
-# the exclusive lane (everything else). The shared lane's output follows the exclusive lane's; the
-# last line counts both. With arguments (files, a filter) one `deno test` runs them, as given.
+# Three lanes run at once (tests/README.md, "Lanes"), each one `deno test` whose files run one
+# after another: the host lane (everything not listed below: real nodes on this host's network
+# namespace, the dataplane, the units), the machine lane (BOX_LANE: the machine harness, whose
+# machines have network namespaces, mounts and cgroups of their own, and shared-lane-safe folders
+# that balance it) and the shared lane (SHARED_LANE: tests touching nothing of the host but peers of
+# their own on free loopback ports and their own temporary directories). The machine and shared
+# lanes' output follows the host lane's; the last line counts all three. With arguments (files, a
+# filter) one `deno test` runs them, as given.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 bash tests/setup.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 export PATH="${PODMIN_TEST_BIN:-/opt/podmin-test/bin}:$PATH"
 
-SHARED_LANE=(tests/build tests/cluster_setup tests/deployments tests/docs tests/iam tests/identity tests/mesh
-  tests/secrets tests/store)
+# The machine lane: the machine harness (tests/box) beside the host lane, then shared-safe folders.
+BOX_LANE=(tests/box tests/cluster_setup)
+SHARED_LANE=(tests/build tests/deployments tests/docs tests/faults tests/iam tests/identity tests/mesh
+  tests/secrets tests/store tests/bench/bench_smoke_shared_test.ts)
 
 logs=$(mktemp -d)
-shared_pid=
+side_pids=()
 cleanup() {
-  # The shared lane runs in a session of its own: end it with its peers if this run is cut short.
-  [[ -n $shared_pid ]] && { kill -- "-$shared_pid" || kill "$shared_pid"; } 2>/dev/null
+  # The side lanes run in sessions of their own: end them with their peers if this run is cut short.
+  local pid
+  for pid in "${side_pids[@]}"; do { kill -- "-$pid" || kill "$pid"; } 2>/dev/null; done
   rm -rf "$logs"
 }
 trap cleanup EXIT
@@ -51,21 +57,39 @@ if (($# > 0)); then
   count "$logs/tests.log" "${PIPESTATUS[0]}"
 else
   started=$SECONDS
-  setsid --wait deno test --allow-all "${SHARED_LANE[@]}" >"$logs/shared.log" 2>&1 &
-  shared_pid=$!
-  deno test --allow-all --ignore="$(IFS=,; echo "${SHARED_LANE[*]}")" 2>&1 |
-    tee "$logs/exclusive.log"
-  exclusive_status=${PIPESTATUS[0]}
-  exclusive_s=$((SECONDS - started))
-  wait "$shared_pid"
-  shared_status=$?
-  shared_pid=
+  # side_lane NAME FILE...: starts one lane in a session of its own; its log and its run time (the
+  # seconds from the start until it ended) land in $logs.
+  side_lane() {
+    local name=$1
+    shift
+    # shellcheck disable=SC2016 # the inner bash expands them
+    setsid --wait bash -c 'deno test --allow-all "$@"; status=$?; echo $((SECONDS)) >"$0.s"; exit $status' \
+      "$logs/$name" "$@" >"$logs/$name.log" 2>&1 &
+    side_pids+=($!)
+  }
+  side_lane machine "${BOX_LANE[@]}"
+  side_lane shared "${SHARED_LANE[@]}"
+  deno test --allow-all --ignore="$(IFS=,; echo "${BOX_LANE[*]},${SHARED_LANE[*]}")" 2>&1 |
+    tee "$logs/host.log"
+  host_status=${PIPESTATUS[0]}
+  host_s=$((SECONDS - started))
+  statuses=()
+  for pid in "${side_pids[@]}"; do
+    wait "$pid"
+    statuses+=($?)
+  done
+  side_pids=()
   echo
-  echo "== shared lane (${SHARED_LANE[*]}), run beside the exclusive lane above =="
+  echo "== machine lane (${BOX_LANE[*]}), run beside the host lane above =="
+  cat "$logs/machine.log"
+  echo
+  echo "== shared lane (${SHARED_LANE[*]}), run beside the host lane above =="
   cat "$logs/shared.log"
-  echo "lanes: exclusive ${exclusive_s} s, both done at $((SECONDS - started)) s"
-  count "$logs/exclusive.log" "$exclusive_status"
-  count "$logs/shared.log" "$shared_status"
+  echo "lanes: host ${host_s} s, machine $(cat "$logs/machine.s" 2>/dev/null || echo ?) s," \
+    "shared $(cat "$logs/shared.s" 2>/dev/null || echo ?) s; all done at $((SECONDS - started)) s"
+  count "$logs/host.log" "$host_status"
+  count "$logs/machine.log" "${statuses[0]}"
+  count "$logs/shared.log" "${statuses[1]}"
 fi
 
 if ((ignored > 0)); then

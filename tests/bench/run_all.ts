@@ -6,14 +6,16 @@
  * correctness checks failed) makes the run exit 1; its verdict key is 0 and no row using a
  * figure it wrote counts as met.
  *
- *   deno task bench [--scale] [--smoke] [--out FILE]
+ *   deno task bench [--scale] [--smoke] [--only NAME[,NAME…]] [--out FILE]
  *
  * Bounded: the whole run stops at 15 minutes, 40 with `--scale` (a benchmark still running then
  * is killed and its figures are missing, which the table shows). The cluster-scale benchmark
  * (15–20 minutes on its own) runs only with `--scale` or as `deno task bench:scale`; without it
  * its rows say "not run". `--smoke` uses tiny sizes (figures present, not meaningful), runs every
  * benchmark, the cluster-scale one included, and finishes in a few minutes;
- * tests/bench/bench_smoke_test.ts runs it.
+ * the suite runs it in two halves (`--only`): tests/bench/bench_smoke_test.ts the benchmarks that
+ * need root, tests/bench/bench_smoke_shared_test.ts the rest. `--only` runs the named benchmarks
+ * and writes only their figures and the rows made of them.
  * The machine may be shared: ratios are taken within one run, systems interleaved.
  */
 
@@ -32,18 +34,25 @@ export interface Bench {
   root?: boolean;
   /** Runs only when asked (`--scale`) or in a smoke run. */
   optIn?: boolean;
+  /** The prefixes of the figure keys it writes: every figure of ROWS has exactly one owner. */
+  keys?: string[];
 }
 
 /** Every benchmark of the project, in the order they run. */
 export const BENCHES: Bench[] = [
-  { name: "deploy spine", script: "deploy_spine_bench.ts" },
+  { name: "deploy spine", script: "deploy_spine_bench.ts", keys: ["deploy_"] },
   // The longest (15–20 minutes: 1,000 simulated agents join over 4 minutes): only with --scale.
-  { name: "cluster scale", script: "cluster_scale_bench.ts", optIn: true },
-  { name: "registry", script: "registry_bench.ts" },
+  {
+    name: "cluster scale",
+    script: "cluster_scale_bench.ts",
+    optIn: true,
+    keys: ["cluster_", "apply_to_", "s3_peer_", "ssm_calls_"],
+  },
+  { name: "registry", script: "registry_bench.ts", keys: ["registry_"] },
   // containerd over CRI pulling through the registries (issue 35): needs root.
-  { name: "pull", script: "pull_bench.ts", root: true },
-  { name: "identity", script: "identity_bench.ts" },
-  { name: "CLI start", script: "cli_start_bench.ts" },
+  { name: "pull", script: "pull_bench.ts", root: true, keys: ["pull_"] },
+  { name: "identity", script: "identity_bench.ts", keys: ["identity_"] },
+  { name: "CLI start", script: "cli_start_bench.ts", keys: ["cli_"] },
   {
     name: "dataplane",
     script: "dataplane_bench.ts",
@@ -59,11 +68,17 @@ export const BENCHES: Bench[] = [
       "0.02",
     ],
     root: true,
+    keys: ["dataplane_"],
   },
-  { name: "mesh", script: "mesh_bench.ts" },
+  { name: "mesh", script: "mesh_bench.ts", keys: ["mesh_"] },
   // A real node (podmin local up, 20 Pods; 2 in a smoke run): the node services' memory and idle
   // CPU against what kubelet reserves for them (issue 35). Needs root and the pinned node peers.
-  { name: "node footprint", script: "node_footprint_bench.ts", root: true },
+  {
+    name: "node footprint",
+    script: "node_footprint_bench.ts",
+    root: true,
+    keys: ["node_", "agent_node_"],
+  },
 ];
 
 /**
@@ -726,17 +741,48 @@ export function verdictKey(bench: string): string {
   return `bench_${bench.toLowerCase().replace(/[^a-z0-9]+/g, "_")}_passed`;
 }
 
+/** The benchmark whose `keys` name `figure` (undefined when none does). */
+export function ownerOf(figure: string, benches: Bench[] = BENCHES): Bench | undefined {
+  return benches.find((b) => b.keys?.some((k) => figure.startsWith(k)));
+}
+
+/**
+ * The rows a run of `benches` fills: with every benchmark, all of them; with some (`--only`), the
+ * rows whose figure and peer those benchmarks write.
+ */
+export function rowsOf(benches: Bench[] = BENCHES): Row[] {
+  if (benches === BENCHES) return ROWS;
+  const names = new Set(benches.map((b) => b.name));
+  const mine = (k: string) => names.has(ownerOf(k)?.name ?? "");
+  return ROWS.filter((r) => mine(r.figure) && mine(r.peer));
+}
+
 /**
  * Every key results.json holds: the figures, then each row's ratio and met (1/0), then each
  * benchmark's verdict.
  */
 export function expectedKeys(benches: Bench[] = BENCHES): string[] {
-  const figures = new Set(ROWS.flatMap((r) => [r.figure, r.peer]));
+  const rows = rowsOf(benches);
+  const figures = new Set(rows.flatMap((r) => [r.figure, r.peer]));
   return [
     ...figures,
-    ...ROWS.flatMap((r) => [`${r.key}_ratio`, `${r.key}_met`]),
+    ...rows.flatMap((r) => [`${r.key}_ratio`, `${r.key}_met`]),
     ...benches.map((b) => verdictKey(b.name)),
   ];
+}
+
+/** The benchmarks `--only` names (comma-separated names, as in BENCHES); throws on an unknown one. */
+export function selectBenches(only: string): Bench[] {
+  const names = only.split(",").map((n) => n.trim()).filter(Boolean);
+  const unknown = names.filter((n) => !BENCHES.some((b) => b.name === n));
+  if (unknown.length || !names.length) {
+    throw new Error(
+      `--only: unknown benchmark ${JSON.stringify(unknown.join(",") || only)}; the benchmarks: ${
+        BENCHES.map((b) => b.name).join(", ")
+      }`,
+    );
+  }
+  return BENCHES.filter((b) => names.includes(b.name));
 }
 
 const TOTAL_MS = 15 * 60_000;
@@ -810,6 +856,9 @@ export async function runAll(
   options: { smoke: boolean; scale?: boolean; out: string; benches?: Bench[] },
 ): Promise<RunAllResult> {
   const benches = options.benches ?? BENCHES;
+  // A subset of BENCHES (`--only`) fills only its own rows; stand-ins (tests) fill the whole table.
+  const subset = benches !== BENCHES && benches.every((b) => BENCHES.includes(b));
+  const rows = subset ? rowsOf(benches) : ROWS;
   const withOptIn = options.smoke || options.scale === true;
   const deadline = Date.now() + (options.scale ? TOTAL_WITH_SCALE_MS : TOTAL_MS);
   const json = await Deno.makeTempFile({ prefix: "podmin-bench-", suffix: ".json" });
@@ -838,7 +887,7 @@ export async function runAll(
     }
     const figures = await readFigures();
     const results: Record<string, number> = {};
-    for (const k of new Set(ROWS.flatMap((r) => [r.figure, r.peer]))) {
+    for (const k of new Set(rows.flatMap((r) => [r.figure, r.peer]))) {
       results[k] = figures[k] ?? NaN;
     }
     const fmt = (x: number) =>
@@ -848,7 +897,7 @@ export async function runAll(
         `${"what".padEnd(62)} ${"figure".padStart(9)} ${"peer".padStart(9)} ${"unit".padEnd(9)} ` +
         `${"ratio".padStart(6)}  ${"goal".padEnd(22)} met`,
     );
-    for (const row of ROWS) {
+    for (const row of rows) {
       if (row.bench && notRun.has(row.bench)) {
         console.log(`${row.label.padEnd(62)} not run (--scale)`);
         continue;
@@ -899,6 +948,7 @@ if (import.meta.main) {
     options: {
       smoke: { type: "boolean", default: false },
       scale: { type: "boolean", default: false },
+      only: { type: "string" },
       out: { type: "string", default: path.join(import.meta.dirname!, "../../bench/results.json") },
     },
   });
@@ -906,6 +956,14 @@ if (import.meta.main) {
     smoke: values.smoke,
     scale: values.scale,
     out: path.resolve(values.out),
+    benches: values.only === undefined ? undefined : (() => {
+      try {
+        return selectBenches(values.only);
+      } catch (e) {
+        console.error((e as Error).message);
+        Deno.exit(2);
+      }
+    })(),
   });
   Deno.exit(failed.length ? 1 : 0);
 }

@@ -7,7 +7,16 @@
 import assert from "node:assert/strict";
 import * as path from "node:path";
 import { BENCH_JSON_ENV } from "./bench_output.ts";
-import { type Bench, runAll, verdictKey } from "./run_all.ts";
+import {
+  type Bench,
+  BENCHES,
+  expectedKeys,
+  ROWS,
+  rowsOf,
+  runAll,
+  selectBenches,
+  verdictKey,
+} from "./run_all.ts";
 
 /** A stand-in benchmark: records one figure that meets its row's goal, then exits `code`. */
 async function standIn(dir: string, name: string, figure: string, code: number): Promise<Bench> {
@@ -46,4 +55,27 @@ Deno.test("run_all: a benchmark that exits 1 fails the run and its figures count
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("run_all: every figure of the table has exactly one benchmark that writes it, so the smoke halves cover every row", () => {
+  const figures = new Set(ROWS.flatMap((r) => [r.figure, r.peer]));
+  const owners = [...figures].map((f) => ({
+    f,
+    n: BENCHES.filter((b) => b.keys?.some((k) => f.startsWith(k))).length,
+  }));
+  assert.deepEqual(owners.filter((o) => o.n !== 1), []);
+  const root = BENCHES.filter((b) => b.root), rest = BENCHES.filter((b) => !b.root);
+  const halves = [...rowsOf(root), ...rowsOf(rest)].map((r) => r.key).sort();
+  assert.deepEqual(halves, ROWS.map((r) => r.key).sort(), "every row is filled by one half");
+  assert.deepEqual(
+    [...expectedKeys(root), ...expectedKeys(rest)].sort(),
+    expectedKeys().sort(),
+    "the halves' keys are the whole run's",
+  );
+});
+
+Deno.test("run_all: --only names benchmarks as BENCHES does; an unknown one is refused with the list", () => {
+  assert.deepEqual(selectBenches("mesh, pull").map((b) => b.name), ["pull", "mesh"]);
+  assert.throws(() => selectBenches("mesh,nope"), /unknown benchmark "nope".*deploy spine/);
+  assert.throws(() => selectBenches(""), /unknown benchmark/);
 });

@@ -104,9 +104,44 @@ interface UdpMany {
 /** Backend names in TCP reply lines ("b2 [peer]:port req 3"). */
 const backendsOf = (replies: string[]) => new Set(replies.map((r) => r.split(" ")[0]));
 
+/**
+ * The ids of the programs this test's agents attached, seen in node n1's namespace after every
+ * driver call (`tracked`): the kernel may hold other agents' `podmin_*` programs at the same time
+ * (the machines of the machine lane run the same dataplane), so "ours" is what we saw attached.
+ */
+const ours = new Set<number>();
+
+/** Adds the ids of the programs attached to the links of `ns` to `ours`. */
+async function noteAttached(ns: string): Promise<void> {
+  const net = JSON.parse(await nsRun(ns, "bpftool", ["-j", "net", "show"])) as {
+    tc?: { id?: number; prog_id?: number }[];
+  }[];
+  for (const e of net) {
+    for (const t of e.tc ?? []) {
+      const id = t.id ?? t.prog_id;
+      if (typeof id === "number") ours.add(id);
+    }
+  }
+}
+
+/** `driver`, with every call followed by noting what is attached in its namespace. */
+function tracked(driver: Driver, ns: string): Driver {
+  const call = driver.call.bind(driver);
+  driver.call = (async (cmd: Record<string, unknown>, timeoutMs?: number) => {
+    const r = await call(cmd, timeoutMs);
+    await noteAttached(ns);
+    return r;
+  }) as typeof driver.call;
+  return driver;
+}
+
+/** The names of our programs the kernel still holds. */
 async function ourPrograms(): Promise<string[]> {
-  const progs = JSON.parse(await sh("bpftool", ["-j", "prog", "show"])) as { name?: string }[];
-  return progs.map((p) => p.name ?? "").filter((n) => n.startsWith("podmin_"));
+  const progs = JSON.parse(await sh("bpftool", ["-j", "prog", "show"])) as {
+    id: number;
+    name?: string;
+  }[];
+  return progs.filter((p) => ours.has(p.id)).map((p) => p.name ?? "");
 }
 
 async function waitNoPrograms(): Promise<void> {
@@ -183,7 +218,7 @@ testWith(
       const before = new Map(
         await Promise.all(topo.namespaces.map(async (ns) => [ns, await nstat(ns)] as const)),
       );
-      let driver = new Driver(topo, n1, POD_PREFIX);
+      let driver = tracked(new Driver(topo, n1, POD_PREFIX), n1);
 
       await t.step("an invalid snapshot is rejected before anything is loaded", async () => {
         const bad = snapshot(["b1"]);
@@ -192,7 +227,7 @@ testWith(
           driver.call({ op: "apply", snapshot: bad }),
           /ValidationError.*backends\[1\]/,
         );
-        assert.deepEqual(await ourPrograms(), []);
+        assert.deepEqual((await driver.call<Report>({ op: "report" })).programs, []);
         assert.deepEqual(await tcState(n1), []);
       });
 
@@ -427,9 +462,15 @@ testWith(
         ]);
         const rep = await driver.call<Report>({ op: "report" });
         assert.ok(!rep.attachments.some((a) => a.interface === "vb2" && a.point === "ingress"));
+        // Our agent's podmin_svc map: one its programs use (other agents may run beside).
+        const used = new Set<number>();
+        for (const p of rep.programs) {
+          const info = JSON.parse(await sh("bpftool", ["-j", "prog", "show", "id", String(p.id)]));
+          for (const id of info.map_ids ?? []) used.add(id);
+        }
         const svcMap = JSON.parse(await sh("bpftool", ["-j", "map", "show"])).find((
-          m: { name: string },
-        ) => m.name === "podmin_svc");
+          m: { id: number; name: string },
+        ) => m.name === "podmin_svc" && used.has(m.id));
         // Delete the remote Service's entry: key = VIP (16 bytes), port 82 big-endian, TCP, pad.
         const key = [0xfd, 0, 0x50, 0x4d, ...Array(11).fill(0), 0x30, 0, 82, 6, 0].map(String);
         await sh("bpftool", ["map", "delete", "id", String(svcMap.id), "key", ...key]);
@@ -498,7 +539,7 @@ testWith(
 
             // The restarted agent also drops another backend: without the old
             // conntrack the open flow would be re-hashed over the remaining two.
-            driver = new Driver(topo, n1, POD_PREFIX);
+            driver = tracked(new Driver(topo, n1, POD_PREFIX), n1);
             const keep: Name[] = [held as Name, held === "b1" ? "b2" : "b1"];
             const r = await driver.call<{ conntrackAdopted: number; attached: string[] }>({
               op: "apply",
@@ -520,7 +561,7 @@ testWith(
 
           driver.lp.proc.kill("SIGKILL");
           await driver.lp.proc.status;
-          driver = new Driver(topo, n1, POD_PREFIX);
+          driver = tracked(new Driver(topo, n1, POD_PREFIX), n1);
           const r = await driver.call<{ detached: string[] }>({ op: "apply", snapshot: EMPTY });
           assert.deepEqual(r.detached.sort(), ["en1", "up1", "vb1", "vb2", "vc1"]);
           assert.deepEqual(await tcState(n1), []);
@@ -549,7 +590,7 @@ testWith(
           assert.deepEqual(await tcState(n1), []);
           await waitNoPrograms();
           assert.equal(await detach(), "dataplane: nothing attached in this network namespace");
-          driver = new Driver(topo, n1, POD_PREFIX);
+          driver = tracked(new Driver(topo, n1, POD_PREFIX), n1);
         },
       );
     } finally {

@@ -35,13 +35,20 @@ async function runDemo(args: string[], env: Record<string, string>, asNonRoot = 
   return { code: out.code, text: dec.decode(out.stdout) + dec.decode(out.stderr) };
 }
 
-/** True while some kubelet runs on this host (its process, or 127.0.0.1:10248 taken). */
+/**
+ * True while some kubelet runs in this host's network namespace (its process, or 127.0.0.1:10248
+ * taken): kubelet's ports are per network namespace, so a machine of the machine harness (its own
+ * namespace, tests/box in the machine lane) does not count.
+ */
 async function kubeletRunning(): Promise<boolean> {
+  const ours = await Deno.readLink("/proc/self/ns/net");
   for await (const e of Deno.readDir("/proc")) {
     if (!/^\d+$/.test(e.name)) continue;
     const argv0 = (await Deno.readTextFile(`/proc/${e.name}/cmdline`).catch(() => ""))
       .split("\0")[0];
-    if (path.basename(argv0) === "kubelet") return true;
+    if (path.basename(argv0) !== "kubelet") continue;
+    const net = await Deno.readLink(`/proc/${e.name}/ns/net`).catch(() => "");
+    if (net === ours) return true;
   }
   try {
     (await Deno.connect({ hostname: "127.0.0.1", port: 10248 })).close();
