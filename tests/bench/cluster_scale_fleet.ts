@@ -81,9 +81,12 @@ class Worker {
       stderr: "inherit",
     }).spawn();
     this.#writer = this.child.stdin.getWriter();
-    void this.#read();
-    // A worker that dies (a crash of the runtime included) fails every command still waiting.
-    void this.child.status.then((status) => {
+    const reading = this.#read();
+    // A worker that dies (a crash of the runtime included) fails every command still waiting —
+    // once its output is read to the end: a worker answers `stop` and exits at once, and its exit
+    // status can arrive before that last answer has been read from the pipe.
+    void this.child.status.then(async (status) => {
+      await reading.catch(() => {});
       this.#exited = `a worker process exited (code ${status.code}, signal ${status.signal})`;
       for (const fail of this.#failures.values()) fail(new Error(this.#exited));
     });

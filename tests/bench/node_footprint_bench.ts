@@ -10,7 +10,7 @@
  *   deno run -A tests/bench/node_footprint_bench.ts [--pods N] [--window S]
  *
  * Needs root and the pinned node peers (tests/support/node_peers.ts). Waits until no other
- * kubelet runs on the host (kubelet's ports are fixed) and always runs `local down --purge`.
+ * kubelet runs in the host's network namespace (kubelet's ports are fixed) and always runs `local down --purge`.
  */
 
 import * as path from "node:path";
@@ -21,6 +21,7 @@ import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
 import { freePort } from "../support/moto.ts";
 import { NODE_BIN_DIRS } from "../support/node_peers.ts";
 import { waitFor } from "../support/programs.ts";
+import { noOtherHostKubelet } from "../support/host_kubelet.ts";
 import { benchSmoke, recordFigures } from "./bench_output.ts";
 import { shippedAgent } from "./shipped_agent.ts";
 
@@ -50,21 +51,6 @@ async function run(argv: string[], env?: Record<string, string>): Promise<string
 }
 
 const podmin = (a: string[]) => run([Deno.execPath(), "run", "-q", "--allow-all", CLI, ...a]);
-
-/** True while some kubelet runs here (its process, or 127.0.0.1:10248 taken). */
-async function kubeletRunning(): Promise<boolean> {
-  for await (const e of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(e.name)) continue;
-    const comm = await Deno.readTextFile(`/proc/${e.name}/comm`).catch(() => "");
-    if (comm.trim() === "kubelet") return true;
-  }
-  try {
-    (await Deno.connect({ hostname: "127.0.0.1", port: 10248 })).close();
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** RSS and PSS of a process in MiB (smaps_rollup). */
 async function memory(pid: number): Promise<{ rss: number; pss: number }> {
@@ -135,12 +121,7 @@ try {
   );
   await Deno.chmod(wrapper, 0o755);
 
-  let freeSince: number | undefined;
-  await waitFor("no other kubelet on this host for 10 s", async () => {
-    if (await kubeletRunning()) freeSince = undefined;
-    else freeSince ??= Date.now();
-    return freeSince !== undefined && Date.now() - freeSince >= 10_000;
-  }, 30 * 60_000);
+  await noOtherHostKubelet();
   up = true;
   await podmin([
     "local",

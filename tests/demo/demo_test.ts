@@ -13,8 +13,8 @@ import * as path from "node:path";
 import { hasLoopbackAddress, localDnsAddress } from "../../cli/local/node_dns.ts";
 import { serveFiles } from "../support/file_server.ts";
 import { freePort } from "../support/moto.ts";
-import { waitFor } from "../support/programs.ts";
 import { testWith } from "../support/requirements.ts";
+import { noOtherHostKubelet } from "../support/host_kubelet.ts";
 import { catalogOf, servedArtifacts, vendorArtifacts } from "../support/vendor_artifacts.ts";
 
 const DEMO = new URL("../../cli/demo.ts", import.meta.url).pathname;
@@ -35,43 +35,6 @@ async function runDemo(args: string[], env: Record<string, string>, asNonRoot = 
   return { code: out.code, text: dec.decode(out.stdout) + dec.decode(out.stderr) };
 }
 
-/**
- * True while some kubelet runs in this host's network namespace (its process, or 127.0.0.1:10248
- * taken): kubelet's ports are per network namespace, so a machine of the machine harness (its own
- * namespace, tests/box in the machine lane) does not count.
- */
-async function kubeletRunning(): Promise<boolean> {
-  const ours = await Deno.readLink("/proc/self/ns/net");
-  for await (const e of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(e.name)) continue;
-    const argv0 = (await Deno.readTextFile(`/proc/${e.name}/cmdline`).catch(() => ""))
-      .split("\0")[0];
-    if (path.basename(argv0) !== "kubelet") continue;
-    const net = await Deno.readLink(`/proc/${e.name}/ns/net`).catch(() => "");
-    if (net === ours) return true;
-  }
-  try {
-    (await Deno.connect({ hostname: "127.0.0.1", port: 10248 })).close();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Waits while another kubelet (another test's podmin local) runs: kubelet's ports are fixed, so
- * nodes on one host take turns. A test that restarts its kubelet leaves gaps: free means free
- * for 10 s in a row.
- */
-async function noOtherKubelet(): Promise<void> {
-  let freeSince: number | undefined;
-  await waitFor("no other kubelet on this host for 10 s", async () => {
-    if (await kubeletRunning()) freeSince = undefined;
-    else freeSince ??= Date.now();
-    return freeSince !== undefined && Date.now() - freeSince >= 10_000;
-  }, 30 * 60_000);
-}
-
 testWith(
   "demo: as root, the pinned programs downloaded and verified from a local file server; the Service answers by name from the host and from a Pod; a second version; local down leaves nothing",
   { root: true, tools: ["nsenter", "unshare", "runc", "ip", "tar"] },
@@ -85,7 +48,7 @@ testWith(
     await Deno.writeTextFile(catalogFile, JSON.stringify(catalogOf(sha, server.url)));
     const podPrefix = "fd00:706d:6e:37::/80";
     try {
-      await noOtherKubelet();
+      await noOtherHostKubelet();
       const { code, text } = await runDemo([
         "--dependency-catalog",
         catalogFile,
