@@ -31,6 +31,9 @@ import { CommandError, type CommandOutput, mustRun, runCommand } from "./command
 import { type Imds, startImds } from "./imds_emulator.ts";
 
 /** The stand-in for cloud-init's user-data stage. */
+/** A power off slower than this prints which units systemd waited for. */
+const SLOW_POWER_OFF_MS = 15_000;
+
 export const USER_DATA_UNIT = "podmin-box-user-data.service";
 
 /** Where cloud-init (and its stand-in) write the user-data's output. */
@@ -436,7 +439,10 @@ export class Machine {
     }
   }
 
-  /** Powers the machine off (systemctl poweroff) and waits until nspawn exits. */
+  /**
+   * Powers the machine off (systemctl poweroff) and waits until nspawn exits; a power off slower
+   * than SLOW_POWER_OFF_MS prints the console's stop lines (which unit systemd waited for).
+   */
   async stop(timeoutMs = 60_000): Promise<void> {
     const child = this.#nspawn;
     if (!child) return;
@@ -445,10 +451,22 @@ export class Machine {
       const leader = this.#leader;
       if (leader !== undefined) Deno.kill(leader, "SIGKILL");
     }, timeoutMs);
+    const started = Date.now();
     const status = await child.status;
     clearTimeout(timer);
     this.#nspawn = undefined;
     this.#leader = undefined;
+    if (Date.now() - started > SLOW_POWER_OFF_MS) {
+      // systemd waits for a unit that does not stop (DefaultTimeoutStopSec, 90 s): name it.
+      const waits = (await this.console()).split("\n").filter((l) =>
+        /stop job|Stopping|Stopped|timed out|Killing/i.test(l)
+      );
+      console.error(
+        `${this.name}: power off took ${((Date.now() - started) / 1000).toFixed(1)} s:\n${
+          waits.slice(-30).join("\n")
+        }`,
+      );
+    }
     if (status.signal === "SIGKILL" || status.code !== 0) {
       throw new MachineError(
         `${this.name}: did not power off cleanly (nspawn exited ${status.code}${
