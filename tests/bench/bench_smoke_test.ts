@@ -9,6 +9,7 @@ import * as path from "node:path";
 import { testWith } from "../support/requirements.ts";
 import { BENCHES, expectedKeys, verdictKey } from "./run_all.ts";
 import { nodePeerProgram } from "../support/node_peers.ts";
+import { ROLLOUT_TOPOLOGY_TOOLS } from "../support/rollout_topology.ts";
 
 const COREDNS = nodePeerProgram("coredns");
 const CONTAINERD = nodePeerProgram("containerd"); // the pull bench's CRI peer
@@ -16,10 +17,19 @@ const CONTAINERD = nodePeerProgram("containerd"); // the pull bench's CRI peer
 testWith(
   "bench --smoke: every benchmark passes its own checks and reports every figure, ratio and verdict",
   // The dataplane benchmark needs root; the registry one compares with distribution and curl; the
-  // mesh one serves its zone through a real CoreDNS; the cluster-scale one runs on versitygw too.
+  // mesh one serves its zone through a real CoreDNS; the cluster-scale and rollout ones run on
+  // versitygw; the rollout requests one on real nodes.
   {
     root: true,
-    tools: ["distribution-registry", "curl", "openssl", "versitygw"],
+    tools: [
+      ...new Set([
+        "distribution-registry",
+        "curl",
+        "openssl",
+        "versitygw",
+        ...ROLLOUT_TOPOLOGY_TOOLS,
+      ]),
+    ],
     files: [new URL(`file://${COREDNS}`), new URL(`file://${CONTAINERD}`)],
   },
   async () => {
