@@ -160,8 +160,11 @@ async function requestsPart(): Promise<void> {
     ) {
       console.log(
         `${what}: ${run.failed} of ${run.sent} requests failed (TCP ${run.result.tcp_failed}, UDP ` +
-          `${run.result.udp_failed}), apply → settled ${run.seconds.toFixed(1)} s, replies ` +
-          `${run.result.versions.join(" → ")}, phases ${run.phases.join(", ") || "none"}`,
+          `${run.result.udp_failed}), apply → settled ${run.seconds.toFixed(1)} s, replies from ` +
+          `${run.result.versions[0]} to ${run.result.versions.at(-1)} (${
+            run.result.versions.length - 1
+          } change(s) of version between replies: both Pods serve during a surge), phases ` +
+          `${run.phases.join(", ") || "none"}`,
       );
       if (run.result.errors.length) {
         console.log(`  first failures: ${run.result.errors.slice(0, 5).join("; ")}`);
