@@ -7,6 +7,7 @@
 
 import { testWith } from "../support/requirements.ts";
 import { nodePeerProgram } from "../support/node_peers.ts";
+import { ROLLOUT_TOPOLOGY_TOOLS } from "../support/rollout_topology.ts";
 import { smokeRun } from "./bench_smoke.ts";
 import { BENCHES } from "./run_all.ts";
 
@@ -15,9 +16,19 @@ const CONTAINERD = nodePeerProgram("containerd"); // the pull bench's CRI peer
 
 testWith(
   "bench --smoke, the benchmarks that need root: each passes its own checks and reports every figure, ratio and verdict",
+  // The pull benchmark compares with distribution and curl on versitygw; the rollout requests one
+  // runs on real nodes.
   {
     root: true,
-    tools: ["distribution-registry", "curl", "openssl", "versitygw"],
+    tools: [
+      ...new Set([
+        "distribution-registry",
+        "curl",
+        "openssl",
+        "versitygw",
+        ...ROLLOUT_TOPOLOGY_TOOLS,
+      ]),
+    ],
     files: [new URL(`file://${COREDNS}`), new URL(`file://${CONTAINERD}`)],
   },
   () => smokeRun(BENCHES.filter((b) => b.root)),

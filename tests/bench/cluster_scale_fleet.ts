@@ -10,6 +10,7 @@ import { applyResources } from "../../cli/desired_state.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { type Deployment, parseResource, type Service } from "../../core/model/resources.ts";
 import { processCpuSeconds } from "./bench_output.ts";
+import { WorkerChannel } from "./worker_channel.ts";
 import type {
   AwaitResult,
   WorkerConfig,
@@ -58,73 +59,14 @@ function merge(all: Record<string, number>[]): Record<string, number> {
   return out;
 }
 
-/** One worker process and its command channel. */
-class Worker {
-  readonly child: Deno.ChildProcess;
-  readonly #pending = new Map<number, (body: unknown) => void>();
-  readonly #failures = new Map<number, (err: Error) => void>();
-  #exited?: string;
-  #next = 0;
-  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
-
+/** One worker process of simulated agents and its command channel. */
+class Worker extends WorkerChannel<WorkerRequest> {
   constructor(configFile: string, env: Record<string, string>) {
-    this.child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--allow-all",
-        path.join(import.meta.dirname!, "cluster_scale_worker.ts"),
-        configFile,
-      ],
+    super({
+      script: path.join(import.meta.dirname!, "cluster_scale_worker.ts"),
+      args: [configFile],
       env,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    this.#writer = this.child.stdin.getWriter();
-    const reading = this.#read();
-    // A worker that dies (a crash of the runtime included) fails every command still waiting —
-    // once its output is read to the end: a worker answers `stop` and exits at once, and its exit
-    // status can arrive before that last answer has been read from the pipe.
-    void this.child.status.then(async (status) => {
-      await reading.catch(() => {});
-      this.#exited = `a worker process exited (code ${status.code}, signal ${status.signal})`;
-      for (const fail of this.#failures.values()) fail(new Error(this.#exited));
     });
-  }
-
-  async #read(): Promise<void> {
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for await (const chunk of this.child.stdout) {
-      buffer += decoder.decode(chunk, { stream: true });
-      let nl: number;
-      while ((nl = buffer.indexOf("\n")) >= 0) {
-        const line = buffer.slice(0, nl);
-        buffer = buffer.slice(nl + 1);
-        if (!line.startsWith("@@")) continue;
-        const body = JSON.parse(line.slice(2));
-        this.#pending.get(body.id)?.(body);
-        this.#pending.delete(body.id);
-        this.#failures.delete(body.id);
-      }
-    }
-  }
-
-  send<T>(command: WorkerRequest): Promise<T> {
-    if (this.#exited) return Promise.reject(new Error(this.#exited));
-    const id = this.#next++;
-    const answer = new Promise<T>((resolve, reject) => {
-      this.#pending.set(id, resolve as (b: unknown) => void);
-      this.#failures.set(id, reject);
-    });
-    void this.#writer.write(new TextEncoder().encode(JSON.stringify({ ...command, id }) + "\n"));
-    return answer;
-  }
-
-  kill(): void {
-    try {
-      this.child.kill("SIGKILL");
-    } catch { /* gone */ }
   }
 }
 

@@ -38,6 +38,7 @@ import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../../core/bucket/node
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/bucket/workload_ca_state.ts";
+import { reply, serveCommands } from "./worker_channel.ts";
 
 /** What a worker runs. */
 export interface WorkerConfig {
@@ -322,10 +323,6 @@ class SimAgent {
   }
 }
 
-function reply(id: number, body: unknown): void {
-  console.log(`@@${JSON.stringify({ id, ...(body as object) })}`);
-}
-
 async function main(configFile: string): Promise<void> {
   const config: WorkerConfig = JSON.parse(await Deno.readTextFile(configFile));
   const store = openStore(`s3://${config.bucket}`, { region: config.region, retry: AGENT_RETRY });
@@ -404,17 +401,7 @@ async function main(configFile: string): Promise<void> {
     }
   };
 
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for await (const chunk of Deno.stdin.readable) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buffer.indexOf("\n")) >= 0) {
-      const line = buffer.slice(0, nl);
-      buffer = buffer.slice(nl + 1);
-      if (line.trim()) void handle(JSON.parse(line));
-    }
-  }
+  await serveCommands(handle);
 }
 
 if (import.meta.main) await main(Deno.args[0]);

@@ -10,8 +10,9 @@
  *
  * Bounded: the whole run stops at 15 minutes, 40 with `--scale` (a benchmark still running then
  * is killed and its figures are missing, which the table shows). The cluster-scale benchmark
- * (15–20 minutes on its own) runs only with `--scale` or as `deno task bench:scale`; without it
- * its rows say "not run". `--smoke` uses tiny sizes (figures present, not meaningful), runs every
+ * (15–20 minutes on its own) and the rollout across 50 agents with a budget of 1 node (about 4
+ * minutes) run only with `--scale` (the first also as `deno task bench:scale`); without it their
+ * rows say "not run". `--smoke` uses tiny sizes (figures present, not meaningful), runs every
  * benchmark, the cluster-scale one included, and finishes in a few minutes;
  * the suite runs it in two halves (`--only`): tests/bench/bench_smoke_test.ts the benchmarks that
  * need root, tests/bench/bench_smoke_shared_test.ts the rest. `--only` runs the named benchmarks
@@ -79,6 +80,33 @@ export const BENCHES: Bench[] = [
     root: true,
     keys: ["node_", "agent_node_"],
   },
+  // Rollouts (issue 32): simulated agents on versitygw, 3 with budgets of 1 node and 25 %, 50
+  // with 25 % (about a minute); 50 with a budget of 1 node (50 waves, about 4 minutes) only with
+  // --scale.
+  {
+    name: "rollout",
+    script: "rollout_bench.ts",
+    args: ["--only", "sim", "--cases", "3/1,3/25%,50/25%"],
+    smokeArgs: ["--only", "sim", "--cases", "3/1,3/25%,50/25%"],
+    keys: ["rollout_3_agents_", "rollout_50_agents_s", "rollout_50_agents_lower_bound_s"],
+  },
+  {
+    name: "rollout 50 agents budget 1",
+    script: "rollout_bench.ts",
+    args: ["--only", "sim", "--cases", "50/1"],
+    smokeArgs: ["--only", "sim", "--cases", "50/1"],
+    optIn: true,
+    keys: ["rollout_50_agents_budget_1_"],
+  },
+  // Requests failed during a rollout on real nodes (podmin local + a client node): needs root.
+  {
+    name: "rollout requests",
+    script: "rollout_bench.ts",
+    args: ["--only", "requests"],
+    smokeArgs: ["--only", "requests"],
+    root: true,
+    keys: ["rollout_failed_requests"],
+  },
 ];
 
 /**
@@ -97,6 +125,11 @@ export interface Row {
   bench?: string;
   goal?: number;
   absolute?: { max?: number; min?: number };
+  /**
+   * False for counts whose best value is 0 (failed requests), where a ratio is undefined or
+   * infinite: the table shows none and results.json has no `<row>_ratio` key; `absolute` decides.
+   */
+  ratio?: false;
 }
 
 /** The table: docs/benchmarks.md names each key. */
@@ -662,6 +695,29 @@ export const ROWS: Row[] = [
     unit: "ns",
     better: "lower",
   },
+  // Rollouts (issue 32, rollout_bench.ts): apply → every simulated agent on the new spec, against
+  // the lower bound waves × (Pod start + minReadySeconds); failed requests on real nodes.
+  ...[3, 50].flatMap((n): Row[] =>
+    (["", "_budget_1"] as const).map((budget) => ({
+      key: `rollout_${n}_agents${budget}`,
+      label: `rollout, ${n} simulated agents, budget ${budget ? "1 node" : "25 %"} (peer: bound)`,
+      figure: `rollout_${n}_agents${budget}_s`,
+      peer: `rollout_${n}_agents${budget}_lower_bound_s`,
+      unit: "s",
+      better: "lower",
+      ...(n === 50 && budget ? { bench: "rollout 50 agents budget 1" } : {}),
+    }))
+  ),
+  {
+    key: "rollout_failed_requests",
+    label: "failed requests, rollout (peer: every node in place at once)",
+    figure: "rollout_failed_requests",
+    peer: "rollout_failed_requests_all_at_once",
+    unit: "requests",
+    better: "lower",
+    absolute: { max: 0 },
+    ratio: false,
+  },
   {
     key: "mesh_pod_ready_p50",
     label: "Pod Ready → 50 agents' snapshots p50 (peer: all polling)",
@@ -766,7 +822,7 @@ export function expectedKeys(benches: Bench[] = BENCHES): string[] {
   const figures = new Set(rows.flatMap((r) => [r.figure, r.peer]));
   return [
     ...figures,
-    ...rows.flatMap((r) => [`${r.key}_ratio`, `${r.key}_met`]),
+    ...rows.flatMap((r) => [...(r.ratio === false ? [] : [`${r.key}_ratio`]), `${r.key}_met`]),
     ...benches.map((b) => verdictKey(b.name)),
   ];
 }
@@ -827,7 +883,7 @@ async function runBench(
 
 function evaluate(row: Row, figures: Record<string, number>) {
   const f = figures[row.figure], p = figures[row.peer];
-  const ratio = row.better === "higher" ? f / p : p / f;
+  const ratio = row.ratio === false ? NaN : row.better === "higher" ? f / p : p / f;
   let met = Number.isFinite(f);
   if (row.goal !== undefined) met &&= ratio >= row.goal;
   if (row.absolute?.max !== undefined) met &&= f <= row.absolute.max;
@@ -905,7 +961,7 @@ export async function runAll(
       const e = evaluate(row, figures);
       const failedBench = fromFailed.get(row.figure) ?? fromFailed.get(row.peer);
       const met = e.met && failedBench === undefined;
-      results[`${row.key}_ratio`] = e.ratio;
+      if (row.ratio !== false) results[`${row.key}_ratio`] = e.ratio;
       results[`${row.key}_met`] = met ? 1 : 0;
       console.log(
         `${row.label.padEnd(62)} ${fmt(e.f).padStart(9)} ${fmt(e.p).padStart(9)} ${

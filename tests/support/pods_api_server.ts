@@ -33,6 +33,8 @@ export interface SimPod {
   name: string;
   uid: string;
   labels?: Record<string, string>;
+  /** `metadata.annotations` (a static Pod carries its manifest's, e.g. `podmin.dev/spec`). */
+  annotations?: Record<string, string>;
   /** `status.phase` (default `Running`). */
   phase?: string;
   /** The PodReady condition (True/False). */
@@ -81,7 +83,9 @@ const num = (field: number, n: number) => Uint8Array.from([...varint(field << 3)
 
 /** Encodes a `v1.Pod` with the fields discovery reads and a few it must skip. */
 export function encodePod(p: SimPod): Uint8Array {
-  const labels = Object.entries(p.labels ?? {}).sort(([a], [b]) => (a < b ? -1 : 1));
+  const sorted = (m: Record<string, string> | undefined) =>
+    Object.entries(m ?? {}).sort(([a], [b]) => (a < b ? -1 : 1));
+  const labels = sorted(p.labels);
   const meta = [
     str(1, p.name),
     str(2, ""), // generateName
@@ -92,6 +96,7 @@ export function encodePod(p: SimPod): Uint8Array {
     num(7, 0), // generation
     msg(8, num(1, 1_767_225_600), num(2, 0)), // creationTimestamp {seconds, nanos}
     ...labels.map(([k, v]) => msg(11, str(1, k), str(2, v))),
+    ...sorted(p.annotations).map(([k, v]) => msg(12, str(1, k), str(2, v))),
   ];
   // PodSpec: containers = 2 (Container: name = 1, image = 2); restartPolicy = 3.
   const spec = [msg(2, str(1, "main"), str(2, "registry.podmin.internal/app:1")), str(3, "Always")];
