@@ -386,7 +386,10 @@ export class DeploymentsPass {
             };
             options.rollouts.push(rollout);
             this.#logPhase(ref, rollout);
-            recheckAt = Math.min(recheckAt ?? Infinity, now + ROLLOUT_POLL_MS);
+            // Again when the gate's next read is due (its last read plus its jittered interval);
+            // a whole interval when none is (the read failed: no faster retries).
+            const due = gate.readDelayMs(gateTarget);
+            recheckAt = Math.min(recheckAt ?? Infinity, now + (due > 0 ? due : ROLLOUT_POLL_MS));
             continue;
           }
           revertTo = decision.revertTo;

@@ -32,8 +32,15 @@ import type { RolloutSettings } from "../../core/model/rollout.ts";
 export const ADMISSION_START_MS = 30_000;
 /** Added to an admission's lifetime before others reclaim it (clock rates, scheduling). */
 export const RECLAIM_MARGIN_MS = 30_000;
-/** Shortest time between two reads of one rollout object by one node. */
+/**
+ * Longest time between two reads of one rollout object by a node that waits on it. Each read
+ * picks the next interval at random between `ROLLOUT_POLL_MIN_SHARE` of this and all of it, so the
+ * waiting nodes of one apply do not read in step: with W of them waiting, a slot freed is seen
+ * after about 1/W of an interval instead of a whole one.
+ */
 export const ROLLOUT_POLL_MS = 5_000;
+/** The shortest poll interval, as a share of `ROLLOUT_POLL_MS`. */
+export const ROLLOUT_POLL_MIN_SHARE = 0.8;
 /**
  * How long the rollout object must show nobody in transition, unchanged, before a node on the new
  * spec stops reading it: longer than a waiting node takes to admit itself.
@@ -64,6 +71,8 @@ interface Memory {
   state?: RolloutState;
   etag?: string;
   lastRead?: number;
+  /** The interval after `lastRead` before the next read (jittered, ≤ ROLLOUT_POLL_MS). */
+  pollMs?: number;
   /** Our admission: its nonce, and when the write that took it was sent. */
   nonce?: string;
   sentAt?: number;
@@ -100,6 +109,8 @@ export interface RolloutGateOptions {
   clock?: GateClock;
   /** Random nonces (tests pass a sequence). */
   nonce?: () => string;
+  /** A number in [0, 1) for the poll jitter (default Math.random). */
+  random?: () => number;
 }
 
 const systemClock: GateClock = { monotonicMs: () => performance.now(), wallMs: () => Date.now() };
@@ -133,7 +144,7 @@ export class RolloutGate {
       m.nonce = m.sentAt = undefined; // too late to start on it: admit again
     }
     if (m.halted) return this.#halted(m, t);
-    if (m.lastRead !== undefined && now - m.lastRead < ROLLOUT_POLL_MS && m.last) return m.last;
+    if (this.#pollWait(m, now) > 0 && m.last) return m.last;
     let state: RolloutState;
     try {
       state = await this.#read(t, m);
@@ -202,7 +213,7 @@ export class RolloutGate {
     if (m.halted) return this.#halted(m, t).revertTo;
     if (m.finished) return undefined;
     const now = this.#clock.monotonicMs();
-    if (m.lastRead !== undefined && now - m.lastRead < ROLLOUT_POLL_MS) return undefined;
+    if (this.#pollWait(m, now) > 0) return undefined;
     try {
       const state = await this.#read(t, m);
       if (state.spec === t.spec && state.halted) {
@@ -290,6 +301,20 @@ export class RolloutGate {
   }
 
   /** Reads the object (If-None-Match); an invalid one reads as empty (the next write repairs it). */
+  /**
+   * Milliseconds until this node's next read of `t`'s rollout object is due (0: due now): the
+   * pass schedules its recheck of a waiting Deployment from the gate's last read, not from the
+   * pass's own start.
+   */
+  readDelayMs(t: GateTarget): number {
+    return this.#pollWait(this.#memory(t), this.#clock.monotonicMs());
+  }
+
+  #pollWait(m: Memory, now: number): number {
+    if (m.lastRead === undefined) return 0;
+    return Math.max(0, m.lastRead + (m.pollMs ?? ROLLOUT_POLL_MS) - now);
+  }
+
   async #read(t: GateTarget, m: Memory): Promise<RolloutState> {
     const object = this.#lenient(t);
     let state: RolloutState;
@@ -310,6 +335,9 @@ export class RolloutGate {
     }
     m.state = state;
     m.lastRead = this.#clock.monotonicMs();
+    const share = ROLLOUT_POLL_MIN_SHARE +
+      (1 - ROLLOUT_POLL_MIN_SHARE) * Math.min(Math.max((this.#o.random ?? Math.random)(), 0), 1);
+    m.pollMs = Math.round(ROLLOUT_POLL_MS * share);
     // Time each admission from the first moment this node read it.
     const live = new Set(state.admitted.map((a) => `${a.node}/${a.nonce}`));
     for (const key of live) if (!m.firstSeen.has(key)) m.firstSeen.set(key, m.lastRead);

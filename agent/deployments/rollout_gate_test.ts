@@ -129,3 +129,30 @@ Deno.test("rollout gate: a node on the new spec stops reading once nobody was in
     assert.equal(reads, before, "finished: no more reads");
   });
 });
+
+Deno.test("rollout gate: a waiter's reads are jittered within (0.8–1) × ROLLOUT_POLL_MS and readDelayMs says when the next is due", async () => {
+  await withStore(async (store) => {
+    let t = 1_000_000;
+    const clock = { monotonicMs: () => t, wallMs: () => t };
+    const randoms = [0, 0.999];
+    const a = new RolloutGate({ store, node: "a", log: silentLogger, clock });
+    const b = new RolloutGate({
+      store,
+      node: "b",
+      log: silentLogger,
+      clock,
+      random: () => randoms.shift() ?? 0.5,
+    });
+    assert.equal((await a.admit(target)).go, true);
+    assert.equal(b.readDelayMs(target), 0, "nothing read yet: due now");
+    assert.equal((await b.admit(target)).go, false);
+    assert.equal(b.readDelayMs(target), ROLLOUT_POLL_MS * 0.8, "random 0: the shortest interval");
+    t += ROLLOUT_POLL_MS * 0.8 - 1;
+    assert.equal(b.readDelayMs(target), 1);
+    await a.release(target);
+    assert.equal((await b.admit(target)).go, false, "not read again before it is due");
+    t += 1;
+    assert.equal(b.readDelayMs(target), 0);
+    assert.equal((await b.admit(target)).go, true, "read when due: the slot is free");
+  });
+});
