@@ -6,12 +6,10 @@
  */
 
 import { casUpdate } from "../core/store/cas_update.ts";
-import {
-  DEPLOYMENT_INDEX_OBJECT,
-  type DeploymentEntry,
-  readDeploymentIndex,
-} from "../core/bucket/deployment_index.ts";
-import { NotFoundError, UsageError } from "../core/kit/errors.ts";
+import { type DeploymentEntry, readDeploymentIndex } from "../core/bucket/deployment_index.ts";
+import { loadIndexSigner, signedDeploymentIndexObject } from "../core/bucket/index_signing.ts";
+import { INDEX_SIGNING_KEY } from "../core/bucket/bucket_layout.ts";
+import { NotFoundError, PodminError, UsageError } from "../core/kit/errors.ts";
 import type { ObjectStore } from "../core/store/object_store.ts";
 import type { Deployment, Resource, Service } from "../core/model/resources.ts";
 import {
@@ -24,6 +22,22 @@ import {
 import { type EncodedSpec, encodeSpec, writeSpec } from "../core/bucket/spec_objects.ts";
 import { recordRevision } from "../core/bucket/deployment_history.ts";
 import { formatIpv6Prefix, parseIpv6Prefix } from "../core/model/ipv6.ts";
+
+/**
+ * The deployments index as the CLI writes it: signed with the cluster's index signing key
+ * (core/bucket/index_signing.ts; created by the first write), so members can verify an index
+ * rebuilt from a mesh peer's change (spec §7.9).
+ */
+async function signedIndexObject(store: ObjectStore) {
+  try {
+    return signedDeploymentIndexObject(await loadIndexSigner(store));
+  } catch (err) {
+    throw new PodminError(`cannot load the index signing key: ${(err as Error).message}`, {
+      hint: `the operator's credentials need s3:GetObject and s3:PutObject on ${INDEX_SIGNING_KEY}`,
+      cause: err,
+    });
+  }
+}
 
 /** What apply did (or, for diff, would do) to one resource. */
 export interface Change {
@@ -94,7 +108,7 @@ async function applyDeployments(options: ApplyOptions, deployments: Deployment[]
     for (const p of dirty) await writeSpec(store, p.spec);
     await casUpdate({
       store,
-      object: DEPLOYMENT_INDEX_OBJECT,
+      object: await signedIndexObject(store),
       mutate: (current) => {
         let changed = false;
         const next = [...current.deployments];
@@ -215,7 +229,7 @@ export async function deleteResource(options: {
   if (kind === "Deployment") {
     await casUpdate({
       store,
-      object: DEPLOYMENT_INDEX_OBJECT,
+      object: await signedIndexObject(store),
       mutate: (current) => {
         // Sticky: an earlier attempt may have removed it and only lost the response.
         found ||= current.deployments.some(match);

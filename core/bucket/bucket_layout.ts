@@ -118,6 +118,12 @@ export const WORKLOAD_CA_STATE = "identity/workload-ca.json";
 /** The lease that elects the agent maintaining `WORKLOAD_CA_STATE` (`core/bucket/bucket_lease.ts`). */
 export const WORKLOAD_CA_LEASE = "identity/ca-leader.json";
 
+/**
+ * The public key of the deployments index's signatures (`core/bucket/index_signing.ts`): written
+ * by the CLI, read by agents to verify an index rebuilt from a mesh peer's change.
+ */
+export const INDEX_SIGNING_PUBLIC_KEY = "identity/index-signing-key.json";
+
 /** The exact objects under `identity/` agents write (the node role's only writes there). */
 export const IDENTITY_WRITES = [WORKLOAD_CA_STATE, WORKLOAD_CA_LEASE] as const;
 
@@ -128,6 +134,12 @@ export const INFRA_CONFIG = "infra/config/main.tf.json";
 
 /** The OpenTofu/Terraform state object (S3 backend key). */
 export const INFRA_STATE = "infra/terraform.tfstate";
+
+/**
+ * The private key that signs the deployments index (PKCS#8 PEM, `core/bucket/index_signing.ts`):
+ * under `infra/`, which the node role cannot read.
+ */
+export const INDEX_SIGNING_KEY = "infra/index-signing-key.pem";
 
 // --- apps/ and mirror/ (the image store) ---------------------------------------
 

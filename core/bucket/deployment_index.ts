@@ -22,6 +22,17 @@ export interface DeploymentEntry {
   spec: string;
 }
 
+/**
+ * An index's signature by the CLI (`core/bucket/index_signing.ts`): which key, and the Ed25519
+ * signature (base64) of the index serialised without it.
+ */
+export interface IndexSignature {
+  /** The first 16 hex digits of the SHA-256 of the public key's SPKI DER. */
+  keyId: string;
+  /** Base64 of the 64-byte Ed25519 signature. */
+  ed25519: string;
+}
+
 /** The index document. */
 export interface DeploymentIndex {
   apiVersion: typeof API_VERSION;
@@ -29,6 +40,24 @@ export interface DeploymentIndex {
   /** Incremented by every write. */
   generation: number;
   deployments: DeploymentEntry[];
+  /** The CLI's signature (absent: written unsigned, e.g. by setup's empty index). */
+  signature?: IndexSignature;
+}
+
+const KEY_ID = /^[0-9a-f]{16}$/;
+const SIGNATURE = /^[A-Za-z0-9+/]{86}==$/;
+
+/** Validates a `signature` field (untrusted: from the bucket or a peer); `at` names it. */
+export function parseIndexSignature(value: unknown, at: string): IndexSignature {
+  const v = value as Partial<IndexSignature> | null;
+  if (!v || typeof v !== "object") throw new ValidationError(`${at} is not an object`);
+  if (typeof v.keyId !== "string" || !KEY_ID.test(v.keyId)) {
+    throw new ValidationError(`${at}.keyId must be 16 hex digits`);
+  }
+  if (typeof v.ed25519 !== "string" || !SIGNATURE.test(v.ed25519)) {
+    throw new ValidationError(`${at}.ed25519 must be a base64 Ed25519 signature`);
+  }
+  return { keyId: v.keyId, ed25519: v.ed25519 };
 }
 
 /** An empty index (what an absent object means). */
@@ -79,22 +108,39 @@ export function parseDeploymentIndex(bytes: Uint8Array): DeploymentIndex {
     kind: "DeploymentIndex",
     generation: d.generation!,
     deployments,
+    ...(d.signature !== undefined
+      ? { signature: parseIndexSignature(d.signature, `${DEPLOYMENT_INDEX}: signature`) }
+      : {}),
   };
 }
 
-/** Serialises an index (entries sorted by namespace/name). */
+/**
+ * Serialises an index: entries sorted by namespace/name, each and the document in a fixed key
+ * order (the signed bytes are this without the signature: `indexSignedBytes`).
+ */
 export function serializeDeploymentIndex(index: DeploymentIndex): Uint8Array {
   const deployments = [...index.deployments].sort((a, b) =>
     compareCodeUnits(a.namespace, b.namespace) || compareCodeUnits(a.name, b.name)
-  );
-  return new TextEncoder().encode(JSON.stringify({ ...index, deployments }, null, 1) + "\n");
+  ).map((e) => ({ namespace: e.namespace, name: e.name, nodeGroup: e.nodeGroup, spec: e.spec }));
+  const doc = {
+    apiVersion: index.apiVersion,
+    kind: index.kind,
+    generation: index.generation,
+    deployments,
+    ...(index.signature ? { signature: index.signature } : {}),
+  };
+  return new TextEncoder().encode(JSON.stringify(doc, null, 1) + "\n");
 }
 
-/** `deployments/index.json` as a CAS object (absent means empty). */
+/**
+ * `deployments/index.json` as a CAS object (absent means empty), written unsigned; the CLI writes
+ * through `signedDeploymentIndexObject` (core/bucket/index_signing.ts).
+ */
 export const DEPLOYMENT_INDEX_OBJECT: CasObject<DeploymentIndex> = {
   key: DEPLOYMENT_INDEX,
   parse: parseDeploymentIndex,
-  serialize: serializeDeploymentIndex,
+  // A writer without the signing key drops an earlier signature: it would not match any more.
+  serialize: ({ signature: _, ...unsigned }) => serializeDeploymentIndex(unsigned),
   empty: emptyDeploymentIndex,
   contentType: "application/json",
   maxBytes: LIMITS.indexBytes,
