@@ -26,6 +26,7 @@ import {
   type BudgetRecord,
   type BudgetRecorder,
   type BudgetSample,
+  type ClientRequest,
   type ClientTally,
   manifestSpecs,
   maxOverlap,
@@ -73,6 +74,14 @@ spec:
 export async function containerId(m: Machine, name: string): Promise<string> {
   const ps = await m.exec(["crictl", "ps", "--name", `^${name}$`, "--state", "running", "-q"]);
   return ps.stdout.trim().split("\n")[0] ?? "";
+}
+
+/** A time of day (UTC, ms) for the log. */
+const iso = (at = Date.now()) => new Date(at).toISOString().slice(11, 23);
+
+/** A failed request, for a message: its time (UTC), protocol and output. */
+function failure(r: ClientRequest): string {
+  return `${iso(r.at)} ${r.proto} ${r.answer}`;
 }
 
 /** What the rollouts need of the box. */
@@ -155,7 +164,7 @@ export async function rolloutProof(o: RolloutProofOptions): Promise<void> {
       `rollout: ${tally!.requests.length} requests (${
         tally!.requests.filter((r) => r.proto === "udp").length
       } UDP), ${failed.length} failed${
-        failed.length ? `: ${failed.slice(0, 10).map((f) => f.answer).join(" | ")}` : ""
+        failed.length ? `: ${failed.slice(0, 10).map(failure).join(" | ")}` : ""
       } (${tally!.resetAfterAnswer} TCP answers followed by a reset); answers changed version ${
         tally!.versions.length - 1
       } time(s), ${tally!.versions[0]} first, ${
@@ -197,7 +206,7 @@ export async function rolloutProof(o: RolloutProofOptions): Promise<void> {
         v2Spec = budget.last()!.spec!;
         await allOn("every worker on 2.0 alone", () => v2Spec);
       });
-      assert.equal(tally.failed.length, 0, tally.failed.map((f) => f.answer).join("\n"));
+      assert.equal(tally.failed.length, 0, tally.failed.map(failure).join("\n"));
       assert.ok(tally.requests.some((r) => r.proto === "udp" && r.version));
       assert.equal(tally.versions[0], "1.0");
       assert.equal(tally.versions.at(-1), "2.0", tally.versions.join());
@@ -236,7 +245,7 @@ export async function rolloutProof(o: RolloutProofOptions): Promise<void> {
       });
       const failing = halted!.node;
       assert.match(halted!.reason, /CrashLoopBackOff|exit 1|Error/);
-      assert.equal(tally.failed.length, 0, tally.failed.map((f) => f.answer).join("\n"));
+      assert.equal(tally.failed.length, 0, tally.failed.map(failure).join("\n"));
       assert.deepEqual(tally.versions, ["2.0"], "only the old Pods answered");
       // One wave: only the failing node was ever admitted, only it started the new spec.
       assert.deepEqual([...record.everAdmitted.get(crashSpec) ?? []], [failing]);
@@ -302,7 +311,9 @@ export async function rolloutProof(o: RolloutProofOptions): Promise<void> {
           "--signal=SIGKILL",
           "podmin-agent.service",
         ]);
-        console.error(`killed the agent of the coordinator ${coordinator} (term ${term})`);
+        console.error(
+          `${iso()} killed the agent of the coordinator ${coordinator} (term ${term})`,
+        );
         // The second wave: cut the power of the node in transition once it surges.
         const second = (await admitted(2))[1];
         const w = workerMachines().find((x) => x.instance.instanceId === second);
@@ -316,7 +327,7 @@ export async function rolloutProof(o: RolloutProofOptions): Promise<void> {
         await w.machine.powerCut();
         await w.machine.boot();
         bootedAt = Date.now();
-        console.error(`${second} lost power while surging; booted again`);
+        console.error(`${iso(cutAt)} ${second} lost power while surging; booted again`);
         await allOn("every worker on 3.0 alone", () => v3Spec);
       });
       const before = tally.failed.filter((f) => f.at < cutAt);
@@ -326,7 +337,7 @@ export async function rolloutProof(o: RolloutProofOptions): Promise<void> {
           ((bootedAt - cutAt) / 1000).toFixed(1)
         } s later)`,
       );
-      assert.equal(before.length, 0, before.map((f) => f.answer).join("\n"));
+      assert.equal(before.length, 0, before.map(failure).join("\n"));
       assert.equal(tally.versions.at(-1), "3.0", tally.versions.join());
       assert.equal(record.maxAdmitted.get(v3Spec), 1);
       assert.equal(record.everAdmitted.get(v3Spec)?.size, workers);
