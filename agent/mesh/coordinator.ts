@@ -8,6 +8,11 @@
  * stream ends keeps its endpoints for `graceMs` (a reconnect in between changes nothing); after
  * that its endpoints leave the snapshot (a node that never comes back). A stream without a report
  * for `silenceMs` is ended with a status (the server sends no keepalive pings: spec §7.9).
+ *
+ * A new term's coordinator starts with no member: until as many members as the previous term's
+ * last snapshot merged have reported, or `graceMs` passed, its snapshots keep that snapshot's
+ * endpoints too (`inherit`), so a member that has not reconnected yet is kept as one whose stream
+ * ended would be, and a coordinator change withdraws no live backend from any dataplane.
  */
 
 import { Loop } from "../loop.ts";
@@ -15,6 +20,7 @@ import {
   ANNOUNCED_OBJECTS,
   type AnnouncedObject,
   type ClusterSnapshot,
+  type EndpointSet,
   type IndexAnnouncement,
   mergeReports,
   type NodeReport,
@@ -38,6 +44,11 @@ export interface CoordinatorOptions {
   successors?: number;
   /** How long a disconnected member's endpoints stay (default 10 s). */
   graceMs?: number;
+  /**
+   * The newest snapshot of an earlier term this agent's member held: its endpoints stay in this
+   * coordinator's snapshots until `nodes` members reported or `graceMs` passed.
+   */
+  inherit?: Pick<ClusterSnapshot, "endpoints" | "nodes">;
   /**
    * A member stream without a report for this long is ended with UNAVAILABLE (default 15 s: three
    * heartbeats). It replaces the server's HTTP/2 keepalive, which ends a silent peer's session
@@ -102,6 +113,9 @@ export class Coordinator {
   /** `#snapshot` as sent (serialized once per snapshot, for every member). */
   #wire?: Serialized;
   #timer?: ReturnType<typeof setTimeout>;
+  /** The earlier term's endpoints, kept until its members reported (`inherit`). */
+  #inherited?: EndpointSet;
+  #inheritTimer?: ReturnType<typeof setTimeout>;
   readonly #announced = new Map<AnnouncedObject, Announced>();
   #stopped = false;
   readonly counters: CoordinatorCounters = {
@@ -115,6 +129,11 @@ export class Coordinator {
   constructor(options: CoordinatorOptions) {
     this.#o = options;
     this.#snapshot = { term: options.term, version: 0, nodes: 0, endpoints: {} };
+    if (options.inherit && options.inherit.nodes > 0) {
+      this.#inherited = options.inherit.endpoints;
+      // A one-shot grace, as for a member whose stream ended: no Loop.
+      this.#inheritTimer = setTimeout(() => this.#endInheritance(), options.graceMs ?? 10_000);
+    }
     for (const field of ANNOUNCED_OBJECTS) {
       const announcer = options.announce?.[field];
       if (!announcer) continue;
@@ -198,6 +217,7 @@ export class Coordinator {
       if (!m) {
         m = { report, hash: electionHash(peer, this.#o.term), streams: new Set() };
         this.#members.set(peer, m);
+        if (this.#members.size >= (this.#o.inherit?.nodes ?? 0)) this.#endInheritance();
       }
       clearTimeout(m.drop);
       m.drop = undefined;
@@ -238,12 +258,21 @@ export class Coordinator {
   stop(details = "coordinator stopped"): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    clearTimeout(this.#inheritTimer);
     for (const a of this.#announced.values()) void a.loop?.stop(); // timers cleared at once
     for (const m of this.#members.values()) {
       clearTimeout(m.drop);
       for (const s of m.streams) endCall(s, details);
     }
     this.#members.clear();
+  }
+
+  /** The earlier term's endpoints leave the snapshots (its members reported, or the grace ended). */
+  #endInheritance(): void {
+    clearTimeout(this.#inheritTimer);
+    if (this.#inherited === undefined) return;
+    this.#inherited = undefined;
+    if (this.#snapshot.version > 0) this.#schedule();
   }
 
   #schedule(): void {
@@ -256,7 +285,11 @@ export class Coordinator {
   }
 
   #broadcast(): void {
-    const endpoints = mergeReports([...this.#members.values()].map((m) => m.report));
+    const reports = [...this.#members.values()].map((m) => m.report);
+    if (this.#inherited) {
+      reports.push({ nodeId: "", nodeGroup: "", seq: 0, endpoints: this.#inherited });
+    }
+    const endpoints = mergeReports(reports);
     const announcements: Partial<Record<AnnouncedObject, IndexAnnouncement>> = {};
     for (const [field, a] of this.#announced) if (a.current) announcements[field] = a.current;
     const same = (field: AnnouncedObject) =>

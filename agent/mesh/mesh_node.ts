@@ -269,9 +269,14 @@ export class MeshNode {
       const step = await this.#lease.step();
       if (step.leader && (!this.#coordinator || this.#coordinatorTerm !== step.term)) {
         this.#coordinator?.stop();
+        const previous = this.member.snapshot;
         this.#coordinator = new Coordinator({
           term: step.term!,
           graceMs: this.#o.graceMs,
+          // The last snapshot of an earlier term: its endpoints stay until its members reported.
+          ...(previous && previous.term < step.term!
+            ? { inherit: { endpoints: previous.endpoints, nodes: previous.nodes } }
+            : {}),
           // Three heartbeats without a report: the member is gone or stalled.
           silenceMs: 3 * (this.#o.heartbeatMs ?? 5_000),
           announce: this.#o.announce,

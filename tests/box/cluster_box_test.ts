@@ -1,24 +1,36 @@
 /**
  * The operator's path end to end (issue 31 item 3), in the cluster box: `podmin setup` of two
- * NodeGroups (`default` and `workers,size=2`) applied by real OpenTofu on moto (with its shims,
- * tests/support/real_tofu_cluster.ts); the three instances moto's Auto Scaling Groups launched
+ * NodeGroups (`default` and `workers,size=3`) applied by real OpenTofu on moto (with its shims,
+ * tests/support/real_tofu_cluster.ts); the four instances moto's Auto Scaling Groups launched
  * boot as machines of the machine harness from exactly the user-data EC2 hands them
  * (tests/support/box_fleet.ts), with the dependencies setup published (the test-built kubelet,
  * containerd, crictl, CoreDNS, Debian's runc and CNI plugins, this Deno and the agent bundle:
- * tests/support/box_sources.ts); their agents converge (`podmin get nodes`: three Converged).
+ * tests/support/box_sources.ts); their agents converge (`podmin get nodes`: four Converged).
  * Then `podmin push` and `apply` of a Deployment on `workers` with a Service, its value in
  * Parameter Store, and of a client Deployment on `default`: from the client Pod the Service's
- * name resolves through its node's CoreDNS and TCP and UDP requests reach both worker Pods
+ * name resolves through its node's CoreDNS and TCP and UDP requests reach every worker Pod
  * through the eBPF dataplane; each worker Pod answers with its Parameter Store value and holds a
  * certificate `openssl verify` accepts against the published workload CA certificates;
- * `crictl ps` works through the generated /etc/crictl.yaml on every machine. A worker whose power
- * is cut boots again and its Pod serves again with no operator action. A changed pin and
- * `podmin setup` again: tofu modifies the launch templates and ASGs and nothing else, and starts
- * each group's instance refresh, which the box performs as EC2 would (each instance replaced by
- * one booted from the new user-data, launched before the old one stops; the Service answers after
- * each). `podmin teardown` and `destroy` leave nothing in moto; afterwards no machine, namespace,
- * link, cgroup or directory of the run is left. `deno task box` runs this file and prints each
- * step; PODMIN_BOX_HOLD=FILE keeps a failed box running until FILE is removed.
+ * `crictl ps` works through the generated /etc/crictl.yaml on every machine.
+ *
+ * The rollouts (issue 32 item 5; tests/support/box_rollout.ts), each with a client loop in the
+ * client Pod asking the Service by name (TCP) and VIP (UDP) without pause, the rollout object
+ * (the budget, maxUnavailable 1) read throughout and the agents' own log of their transitions:
+ * a new image version across the three workers (0 failed requests, every worker on it, at most
+ * one node in transition in the object and in the nodes' account); an image whose container
+ * exits at once (halted after the first wave with 0 failed requests, `rollout status` naming the
+ * node and kubelet's reason, autoRevert returning every worker to the old spec); a version rolled
+ * out while the mesh coordinator's agent is killed (SIGKILL; systemd restarts it) and a worker in
+ * transition loses power and boots again (the budget held, the rollout completed, the rebooted
+ * worker on the new spec, no failed request before the power cut).
+ *
+ * A changed pin and `podmin setup` again: tofu modifies the launch templates and ASGs and nothing
+ * else, and starts each group's instance refresh, which the box performs as EC2 would (each
+ * instance replaced by one booted from the new user-data, launched before the old one stops; the
+ * groups concurrently, the workers one at a time; the Service answers after each worker).
+ * `podmin teardown` and `destroy` leave nothing in moto; afterwards no machine, namespace, link,
+ * cgroup or directory of the run is left. `deno task box` runs this file and prints each step;
+ * PODMIN_BOX_HOLD=FILE keeps a failed box running until FILE is removed.
  */
 
 import assert from "node:assert/strict";
@@ -38,8 +50,10 @@ import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
 import { S3Store } from "../../core/store/s3_store.ts";
 import { DEFAULT_SANDBOX_IMAGE } from "../../vmconfig/render_user_data.ts";
 import { cgroupDirs } from "../support/box_cgroups.ts";
-import { clusterInstances, Fleet, type FleetMember } from "../support/box_fleet.ts";
+import { type BoxInstance, clusterInstances, Fleet } from "../support/box_fleet.ts";
 import { nodeOverrides } from "../support/box_node_overrides.ts";
+import { boxEchoSource, CRASH_C } from "../support/box_rollout.ts";
+import { containerId, helloDeployment, rolloutProof } from "../support/box_rollout_steps.ts";
 import { openBoxRun } from "../support/box_run.ts";
 import { boxSources } from "../support/box_sources.ts";
 import { createVpc } from "../support/box_vpc.ts";
@@ -61,7 +75,7 @@ const CLUSTER = "box";
 const INSTANCE_TYPE = HOST_ARCH === "amd64" ? "t3.medium" : "t4g.medium";
 const NODEGROUPS = [
   `default,instance-type=${INSTANCE_TYPE}`,
-  `workers,size=2,instance-type=${INSTANCE_TYPE}`,
+  `workers,size=3,instance-type=${INSTANCE_TYPE}`,
 ];
 const SERVICES = [
   "containerd.service",
@@ -74,62 +88,8 @@ const UNITS = ["podmin-box-user-data.service", "podmin-pod-network.service", ...
 const USER_DATA_MS = 15 * 60_000;
 const CONVERGE_MS = 5 * 60_000;
 const GREETING = "hello from Parameter Store";
-
-/**
- * The worker's program: on [::]:8080, TCP (one HTTP request) and UDP (one datagram) both
- * answered with "<Pod hostname> <its `greeting` value file>"; exits on SIGTERM.
- */
-const BOXECHO_C = `#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
-#include <fcntl.h>
-static void bye(int s) { (void)s; _exit(0); }
-static int answer(char *out, int size) {
-  char host[128] = "", value[256] = "";
-  gethostname(host, sizeof host - 1);
-  int fd = open("/var/run/secrets/podmin.dev/values/greeting", O_RDONLY);
-  if (fd >= 0) { ssize_t n = read(fd, value, sizeof value - 1); value[n > 0 ? n : 0] = 0; close(fd); }
-  return snprintf(out, size, "%s %s\\n", host, value);
-}
-int main(void) {
-  signal(SIGTERM, bye);
-  struct sockaddr_in6 a; memset(&a, 0, sizeof a);
-  a.sin6_family = AF_INET6; a.sin6_port = htons(8080); a.sin6_addr = in6addr_any;
-  int one = 1, t = socket(AF_INET6, SOCK_STREAM, 0), u = socket(AF_INET6, SOCK_DGRAM, 0);
-  setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(t, (void *)&a, sizeof a) || listen(t, 64) || bind(u, (void *)&a, sizeof a)) return 1;
-  struct pollfd p[2] = {{t, POLLIN, 0}, {u, POLLIN, 0}};
-  char in[1024], body[512], out[700];
-  for (;;) {
-    if (poll(p, 2, -1) < 0) continue;
-    if (p[0].revents) {
-      int c = accept(t, 0, 0);
-      if (c >= 0) {
-        ssize_t n = read(c, in, sizeof in - 1); (void)n;
-        int b = answer(body, sizeof body);
-        int m = snprintf(out, sizeof out, "HTTP/1.0 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n%s", b, body);
-        write(c, out, m); close(c);
-      }
-    }
-    if (p[1].revents) {
-      struct sockaddr_in6 from; socklen_t fl = sizeof from;
-      ssize_t n = recvfrom(u, in, sizeof in - 1, 0, (void *)&from, &fl);
-      if (n >= 0) { int m = answer(out, sizeof out); sendto(u, out, m, 0, (void *)&from, fl); }
-    }
-  }
-}
-`;
-
-/** The id of the running container `name` on `m`, or "" when there is none. */
-async function containerId(m: Machine, name: string): Promise<string> {
-  const ps = await m.exec(["crictl", "ps", "--name", `^${name}$`, "--state", "running", "-q"]);
-  return ps.stdout.trim().split("\n")[0] ?? "";
-}
-
+/** How many instances NodeGroup `workers` has: a rollout across at least three nodes. */
+const WORKERS = 3;
 /** The path of the network namespace of the Pod of container `id` on `m`. */
 async function podNetns(m: Machine, id: string): Promise<string> {
   const pod = JSON.parse(await m.must(["crictl", "inspect", id])).info?.sandboxID;
@@ -140,7 +100,7 @@ async function podNetns(m: Machine, id: string): Promise<string> {
 }
 
 testWith(
-  "cluster box: setup with real OpenTofu, three ASG instances boot from their user-data, a Service answers a client Pod over TCP and UDP from both workers with values and certificates, a power cut, a changed pin rolled by instance refresh, teardown and destroy; nothing is left",
+  "cluster box: setup with real OpenTofu, four ASG instances boot from their user-data, a Service answers a client Pod over TCP and UDP from three workers with values and certificates, rollouts with 0 failed requests (a version, a crashing image halted and reverted, a coordinator kill and a power cut mid-rollout), a changed pin rolled by instance refresh, teardown and destroy; nothing is left",
   {
     root: true,
     tools: [
@@ -187,25 +147,32 @@ testWith(
           "--workload-ca-publish",
           `${bucketUrl}/published/workload-ca.pem`,
         ];
-        await step("podmin setup of default and workers,size=2 with real OpenTofu", async () => {
-          // The sandbox image is stored as podmin local stores it offline (no registry.k8s.io
-          // here); setup finds it mirrored.
-          await c.s3.send(new CreateBucketCommand({ Bucket: bucket }));
-          await ensureSandboxImage({
-            store: new S3Store({
-              bucket,
-              region: c.region,
-              endpoint: c.endpoint,
-              credentials: () => Promise.resolve({ accessKeyId: "test", secretAccessKey: "test" }),
-            }),
-            ref: DEFAULT_SANDBOX_IMAGE,
-            log: () => {},
-            offline: true,
-          });
-          const out = await c.setup({ bucket, cluster: CLUSTER, args: setupArgs });
-          assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
-          assert.match(out.stdout + out.stderr, /NodeGroup workers: 2\/2 healthy/);
-        });
+        await step(
+          `podmin setup of default and workers,size=${WORKERS} with real OpenTofu`,
+          async () => {
+            // The sandbox image is stored as podmin local stores it offline (no registry.k8s.io
+            // here); setup finds it mirrored.
+            await c.s3.send(new CreateBucketCommand({ Bucket: bucket }));
+            await ensureSandboxImage({
+              store: new S3Store({
+                bucket,
+                region: c.region,
+                endpoint: c.endpoint,
+                credentials: () =>
+                  Promise.resolve({ accessKeyId: "test", secretAccessKey: "test" }),
+              }),
+              ref: DEFAULT_SANDBOX_IMAGE,
+              log: () => {},
+              offline: true,
+            });
+            const out = await c.setup({ bucket, cluster: CLUSTER, args: setupArgs });
+            assert.equal(out.code, 0, `${out.stdout}\n${out.stderr}`);
+            assert.match(
+              out.stdout + out.stderr,
+              new RegExp(`NodeGroup workers: ${WORKERS}/${WORKERS} healthy`),
+            );
+          },
+        );
 
         const overrides = nodeOverrides({
           host: await readHostFacts(),
@@ -223,12 +190,12 @@ testWith(
         });
         const machines = fleet;
         await step(
-          "the ASGs' three instances boot from their launch templates' user-data",
+          `the ASGs' ${WORKERS + 1} instances boot from their launch templates' user-data`,
           async () => {
             const instances = await clusterInstances(c.ec2, CLUSTER);
             assert.deepEqual(
               instances.map((i) => i.nodeGroup).sort(),
-              ["default", "workers", "workers"],
+              ["default", ...Array(WORKERS).fill("workers")],
             );
             await machines.reconcile(instances);
             await Promise.all(machines.members.map((m) => m.machine.waitUserData(USER_DATA_MS)));
@@ -251,8 +218,8 @@ testWith(
           ] as [boolean, string];
         };
         await step(
-          "podmin get nodes: three Converged nodes",
-          () => until("three Converged nodes", CONVERGE_MS, () => converged(3)),
+          `podmin get nodes: ${WORKERS + 1} Converged nodes`,
+          () => until("every node Converged", CONVERGE_MS, () => converged(WORKERS + 1)),
           ["podmin-agent.service"],
         );
 
@@ -264,12 +231,24 @@ testWith(
         });
 
         await step("push the images, a value in Parameter Store, apply", async () => {
+          // boxecho 1.0, 2.0 and 3.0 (each answers with its version) and an image whose
+          // container exits at once, for the rollouts.
+          for (const tag of ["1.0", "2.0", "3.0"]) {
+            await pushStaticProgram({
+              work,
+              bucket: bucketUrl,
+              env: c.env,
+              name: "boxecho",
+              source: boxEchoSource(tag),
+              tag,
+            });
+          }
           await pushStaticProgram({
             work,
             bucket: bucketUrl,
             env: c.env,
-            name: "boxecho",
-            source: BOXECHO_C,
+            name: "crash",
+            source: CRASH_C,
           });
           const demo = await writeDemoImageLayout({
             dir: path.join(work, "demo-1.0"),
@@ -297,21 +276,7 @@ testWith(
           const file = path.join(work, "apps.yaml");
           await Deno.writeTextFile(
             file,
-            `apiVersion: podmin.dev/v1
-kind: Deployment
-metadata: {name: hello}
-spec:
-  nodeGroup: workers
-  secrets: [{key: greeting, from: ssm}]
-  template:
-    metadata: {labels: {app: hello}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-        - name: hello
-          image: ${REGISTRY_HOSTNAME}/apps/boxecho:1.0
-          command: ["/boxecho"]
----
+            `${helloDeployment("boxecho", "1.0")}---
 apiVersion: podmin.dev/v1
 kind: Service
 metadata: {name: hello}
@@ -349,14 +314,14 @@ spec:
         )?.status?.vip;
         assert.ok(vip, services.stdout);
 
-        /** Asks the Service from the client Pod until both worker Pods have answered. */
-        const bothAnswer = async (what: string) => {
+        /** Asks the Service from the client Pod until every worker Pod has answered. */
+        const allAnswer = async (what: string) => {
           const tcp = new Set<string>();
           const udp = new Set<string>();
           await step(
-            `${what}: from the client Pod, TCP by name and UDP to the VIP reach both worker Pods`,
+            `${what}: from the client Pod, TCP by name and UDP to the VIP reach every worker Pod`,
             () =>
-              until("answers from both workers", CONVERGE_MS, async () => {
+              until("answers from every worker", CONVERGE_MS, async () => {
                 const client = clientMachine();
                 const id = await containerId(client, "client");
                 if (!id) return [false, "no running client container"];
@@ -381,7 +346,7 @@ spec:
                 ]);
                 if (dgram.stdout.trim()) udp.add(dgram.stdout.trim());
                 return [
-                  tcp.size >= 2 && udp.size >= 2,
+                  tcp.size >= WORKERS && udp.size >= WORKERS,
                   `tcp ${JSON.stringify([...tcp])} (last: ${got.stdout}${got.stderr}); udp ${
                     JSON.stringify([...udp])
                   } (last: ${dgram.stdout}${dgram.stderr})`,
@@ -392,10 +357,10 @@ spec:
           for (const answer of [...tcp, ...udp]) {
             assert.ok(answer.endsWith(` ${GREETING}`), `the Pod's value: ${answer}`);
           }
-          assert.equal(tcp.size, 2, [...tcp].join("; "));
+          assert.equal(tcp.size, WORKERS, [...tcp].join("; "));
           assert.deepEqual([...udp].sort(), [...tcp].sort());
         };
-        await bothAnswer("first boot");
+        await allAnswer("first boot");
 
         await step(
           "each worker Pod's certificate verifies against the published bundle",
@@ -426,15 +391,17 @@ spec:
           },
         );
 
-        await step(
-          "a worker's power is cut; it boots again and serves with no operator action",
-          async () => {
-            const w: FleetMember = machines.of("workers")[0];
-            await w.machine.powerCut();
-            await w.machine.boot();
-          },
-        );
-        await bothAnswer("after the power cut");
+        await rolloutProof({
+          step,
+          s3: c.s3,
+          bucket,
+          cli,
+          work,
+          fleet: machines,
+          vip,
+          value: GREETING,
+        });
+        await allAnswer("after the rollouts");
 
         await step(
           "a changed pin: setup again changes the launch templates and ASGs, nothing else",
@@ -491,21 +458,21 @@ spec:
               credentials: { accessKeyId: "test", secretAccessKey: "test" },
             });
             try {
-              for (const old of machines.members.map((m) => m.instance)) {
+              /** Replaces `old` as EC2 would; resolves once its replacement is Converged. */
+              const replace = async (old: BoxInstance) => {
                 // moto replaces a terminated ASG instance at once, from the ASG's launch
                 // template version (the new one); the box boots it before the old one stops.
+                const known = new Set(machines.members.map((m) => m.instance.instanceId));
                 await asg.send(
                   new TerminateInstanceInAutoScalingGroupCommand({
                     InstanceId: old.instanceId,
                     ShouldDecrementDesiredCapacity: false,
                   }),
                 );
-                const known = new Set(machines.members.map((m) => m.instance.instanceId));
                 const fresh = (await clusterInstances(c.ec2, CLUSTER)).filter((i) =>
-                  !known.has(i.instanceId)
+                  !known.has(i.instanceId) && i.nodeGroup === old.nodeGroup
                 );
                 assert.equal(fresh.length, 1, `replacements of ${old.instanceId}`);
-                assert.equal(fresh[0].nodeGroup, old.nodeGroup);
                 assert.notEqual(fresh[0].launchTemplateVersion, old.launchTemplateVersion);
                 assert.match(fresh[0].userData, /^crictl \S+-box2 /m);
                 const [member] = await machines.launch(fresh);
@@ -522,8 +489,23 @@ spec:
                   },
                 );
                 await machines.retire(old.instanceId);
-                await bothAnswer(`${old.nodeGroup} ${old.instanceId} replaced`);
-              }
+              };
+              // EC2 Auto Scaling refreshes each group on its own: the client's `default`
+              // instance is replaced while the workers are, one worker at a time.
+              const defaults = machines.of("default").map((m) => m.instance);
+              const workers = machines.of("workers").map((m) => m.instance);
+              await Promise.all([
+                (async () => {
+                  for (const old of defaults) await replace(old);
+                })(),
+                (async () => {
+                  for (const old of workers) {
+                    await replace(old);
+                    await allAnswer(`workers ${old.instanceId} replaced`);
+                  }
+                })(),
+              ]);
+              await allAnswer("every instance replaced");
             } finally {
               asg.destroy();
             }
