@@ -22,6 +22,7 @@ import {
   sameEndpoints,
 } from "../../core/model/endpoint_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
+import type { IndexChange } from "../../core/bucket/index_change.ts";
 import { type CoordinatorStream, endCall, Serialized } from "./mesh_service.ts";
 import { DEFAULT_CONTENDERS, electionHash, LISTED_ROUNDS } from "./contention_gate.ts";
 
@@ -57,9 +58,15 @@ export interface CoordinatorOptions {
   log: Logger;
 }
 
+/**
+ * What one poll of an announced object found: its announcement and, for the deployments index,
+ * the change from the previous index the poller read (specs inline: `indexPoller`).
+ */
+export type PolledAnnouncement = IndexAnnouncement & { change?: IndexChange };
+
 /** One announced object: its conditional GET and, optionally, its own poll interval. */
 export interface Announcer {
-  poll: () => Promise<IndexAnnouncement>;
+  poll: () => Promise<PolledAnnouncement>;
   everyMs?: number;
 }
 
@@ -68,7 +75,7 @@ export type Announcers = Partial<Record<AnnouncedObject, Announcer>>;
 
 /** One announced object's poll state. */
 interface Announced {
-  poll: () => Promise<IndexAnnouncement>;
+  poll: () => Promise<PolledAnnouncement>;
   everyMs?: number;
   current?: IndexAnnouncement;
   failures: number;
@@ -92,6 +99,9 @@ export interface CoordinatorCounters {
   indexReads: number;
   /** Reads of every announced object (the index included). */
   objectReads: number;
+  /** Snapshots built with an index change, and the inline specs they carried. */
+  changes: number;
+  inlineSpecs: number;
 }
 
 /** One term's coordinator. */
@@ -110,7 +120,11 @@ export class Coordinator {
     broadcasts: 0,
     indexReads: 0,
     objectReads: 0,
+    changes: 0,
+    inlineSpecs: 0,
   };
+  /** The index change the next snapshot carries (the first announcing its index only). */
+  #change?: IndexChange;
 
   constructor(options: CoordinatorOptions) {
     this.#o = options;
@@ -143,7 +157,9 @@ export class Coordinator {
       this.counters.objectReads++;
       a.failures = 0;
       if (got.etag !== a.current?.etag) {
-        a.current = got;
+        const { change, ...announcement } = got;
+        a.current = announcement;
+        if (field === "index") this.#change = change?.etag === got.etag ? change : undefined;
         this.#schedule();
       }
     } catch (err) {
@@ -154,6 +170,7 @@ export class Coordinator {
       // An announcement that can no longer be refreshed is withdrawn: members poll directly.
       if (++a.failures >= 3 && a.current) {
         a.current = undefined;
+        if (field === "index") this.#change = undefined;
         this.#schedule();
       }
     }
@@ -269,16 +286,24 @@ export class Coordinator {
       ANNOUNCED_OBJECTS.every(same) && successors.join() === listed.join() &&
       this.#nodesClose(this.#snapshot.nodes)
     ) return;
+    // The change travels once, with the first snapshot announcing its index (spec §7.9).
+    const change = this.#change?.etag === announcements.index?.etag ? this.#change : undefined;
+    this.#change = undefined;
     this.#snapshot = {
       term: this.#o.term,
       version: this.#snapshot.version + 1,
       nodes: this.#members.size,
       endpoints,
       ...announcements,
+      ...(change ? { indexChange: change } : {}),
       successors,
     };
     this.#wire = undefined;
     this.counters.broadcasts++;
+    if (change) {
+      this.counters.changes++;
+      this.counters.inlineSpecs += Object.keys(change.specs).length;
+    }
     for (const m of this.#members.values()) for (const s of m.streams) this.#send(s);
   }
 

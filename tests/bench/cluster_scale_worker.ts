@@ -263,6 +263,7 @@ class SimAgent {
         onSnapshot: (snapshot) => {
           const etag = snapshot.index?.etag;
           if (etag !== undefined && !this.announced.has(etag)) this.announced.set(etag, nowMs());
+          if (notifier) deployments.offer(snapshot);
           if (notifier?.onSnapshot(snapshot, deployments.indexEtag)) deploymentsLoop.hint();
           if (servicesNotifier?.onSnapshot(snapshot, services.etag)) {
             void services.refresh(Date.now());
