@@ -30,6 +30,24 @@ export const HEARTBEAT_MS = 10 * 60_000;
  */
 export const CONVERGED_RECORD_SPREAD_MS = 5_000;
 
+/**
+ * The cluster-wide rate of the records rewritten after a change (spec §7.9, changes over the
+ * mesh): a cluster of N nodes spreads them over `convergedRecordSpreadMs(N)`, so an apply that
+ * every node follows writes about this many records per second whatever N (at most twice as many
+ * while the mesh's `nodes` lags the cluster by its factor of two).
+ */
+export const CONVERGED_RECORDS_PER_S = 100;
+
+/**
+ * The window over which a node rewrites its record after its convergence changed: at least
+ * `CONVERGED_RECORD_SPREAD_MS`, and N / `CONVERGED_RECORDS_PER_S` seconds for a cluster of N
+ * nodes (known from the mesh's snapshot; unknown, the minimum): 10 s at 1,000 nodes.
+ */
+export function convergedRecordSpreadMs(nodes?: number): number {
+  const n = nodes !== undefined && Number.isFinite(nodes) && nodes > 0 ? nodes : 0;
+  return Math.max(CONVERGED_RECORD_SPREAD_MS, (n / CONVERGED_RECORDS_PER_S) * 1000);
+}
+
 /** A record whose heartbeat is older than this is stale (three missed heartbeats). */
 export const STALE_AFTER_MS = 3 * HEARTBEAT_MS;
 

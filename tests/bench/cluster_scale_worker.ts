@@ -34,7 +34,7 @@ import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layou
 import { parseDuration } from "../../core/kit/duration.ts";
 import { LIMITS } from "../../core/kit/limits.ts";
 import type { Logger } from "../../core/kit/log.ts";
-import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
+import { convergedRecordSpreadMs, HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/bucket/workload_ca_state.ts";
@@ -231,7 +231,11 @@ class SimAgent {
           status.indexGeneration !== lastGeneration;
         this.converged = status.converged;
         lastGeneration = status.indexGeneration;
-        if (changed) recordLoop.hint({ delayMs: Math.random() * CONVERGED_RECORD_SPREAD_MS });
+        if (changed) {
+          // As nodePart: spread by the cluster's size, a bounded cluster-wide rate (§7.9).
+          const spread = convergedRecordSpreadMs(this.mesh?.member.snapshot?.nodes);
+          recordLoop.hint({ delayMs: Math.random() * spread });
+        }
       },
     });
     this.#loops = [deploymentsLoop as Loop<unknown>, recordLoop, identity.loop as Loop<unknown>];
