@@ -64,6 +64,10 @@ class Worker {
   readonly #pending = new Map<number, (body: unknown) => void>();
   readonly #failures = new Map<number, (err: Error) => void>();
   #exited?: string;
+  /** True once the bench asked it to stop or killed it: its exit is not an abort. */
+  #ending = false;
+  /** True when it exited on its own with a failure (the runtime aborted, or a crash). */
+  aborted = false;
   #next = 0;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
 
@@ -85,6 +89,7 @@ class Worker {
     // A worker that dies (a crash of the runtime included) fails every command still waiting.
     void this.child.status.then((status) => {
       this.#exited = `a worker process exited (code ${status.code}, signal ${status.signal})`;
+      if (!this.#ending || status.code !== 0 && status.signal !== "SIGKILL") this.aborted = true;
       for (const fail of this.#failures.values()) fail(new Error(this.#exited));
     });
   }
@@ -109,6 +114,7 @@ class Worker {
 
   send<T>(command: WorkerRequest): Promise<T> {
     if (this.#exited) return Promise.reject(new Error(this.#exited));
+    if (command.cmd === "stop") this.#ending = true;
     const id = this.#next++;
     const answer = new Promise<T>((resolve, reject) => {
       this.#pending.set(id, resolve as (b: unknown) => void);
@@ -119,6 +125,7 @@ class Worker {
   }
 
   kill(): void {
+    this.#ending = true;
     try {
       this.child.kill("SIGKILL");
     } catch { /* gone */ }
@@ -276,6 +283,14 @@ export class Fleet {
     await Promise.all(this.#workers.map((w) => w.send({ cmd: "leave" })));
     await Promise.all(this.#workers.map((w) => w.send({ cmd: "stop" })));
     await Promise.all(this.#workers.map((w) => w.child.status));
+  }
+
+  /**
+   * Worker processes that exited on their own with a failure (exit 134 or a SIGSEGV of the
+   * runtime, denoland/deno#36788): each takes its agents down.
+   */
+  aborts(): number {
+    return this.#workers.filter((w) => w.aborted).length;
   }
 
   /** Kills every worker (after a failure). */

@@ -407,7 +407,7 @@ export const ROWS: Row[] = [
   {
     key: "cluster_apply_p99",
     label: "cluster apply → manifest p99 (≤ poll + 1 s), vs direct",
-    figure: "apply_to_manifest_p99_s_1000_nodes",
+    figure: "cluster_apply_p99",
     peer: "apply_to_manifest_p99_s_direct",
     unit: "s",
     better: "lower",
@@ -476,8 +476,8 @@ export const ROWS: Row[] = [
   {
     key: "cluster_apply_p99_moto",
     label: "cluster apply → manifest p99 on moto (≤ poll + 1 s; peer: on versitygw)",
-    figure: "apply_to_manifest_p99_s_1000_nodes_moto",
-    peer: "apply_to_manifest_p99_s_1000_nodes",
+    figure: "cluster_apply_p99_moto",
+    peer: "cluster_apply_p99",
     unit: "s",
     better: "lower",
     absolute: { max: 3 },
@@ -490,6 +490,44 @@ export const ROWS: Row[] = [
     unit: "fraction",
     better: "higher",
     absolute: { min: 1 },
+  },
+  // Changes over the mesh (issue 33 item 1): an apply's bucket requests, node records excluded.
+  {
+    key: "cluster_requests_per_apply",
+    label: "cluster S3 requests per apply, worst of 5 (peer: on moto)",
+    figure: "cluster_requests_per_apply",
+    peer: "cluster_requests_per_apply_moto",
+    unit: "req",
+    better: "lower",
+    absolute: { max: 50 },
+  },
+  {
+    key: "cluster_requests_per_apply_moto",
+    label: "cluster S3 requests per apply on moto, worst of 5 (peer: versitygw)",
+    figure: "cluster_requests_per_apply_moto",
+    peer: "cluster_requests_per_apply",
+    unit: "req",
+    better: "lower",
+    absolute: { max: 50 },
+  },
+  // Runtime aborts (issue 33 item 3): worker processes of simulated agents that died on their own.
+  {
+    key: "cluster_runtime_aborts",
+    label: "cluster scale: runtime aborts of agent processes (peer: on moto)",
+    figure: "cluster_runtime_aborts",
+    peer: "cluster_runtime_aborts_moto",
+    unit: "aborts",
+    better: "lower",
+    absolute: { max: 0 },
+  },
+  {
+    key: "cluster_runtime_aborts_moto",
+    label: "cluster scale: runtime aborts of agent processes on moto (peer: versitygw)",
+    figure: "cluster_runtime_aborts_moto",
+    peer: "cluster_runtime_aborts",
+    unit: "aborts",
+    better: "lower",
+    absolute: { max: 0 },
   },
   // Failover (issue 33 item 2): the coordinator killed, a new one within two leases (15 s each).
   {
