@@ -2,7 +2,8 @@
  * The mesh coordinator (spec §7.9): the elected agent keeps every member's latest complete report,
  * merges them into one complete cluster snapshot, and pushes it to every connected member on each
  * change (coalesced) and once to a member that joins. A change costs one report in and one snapshot
- * out per member: O(N) messages, never N².
+ * out per member: O(N) messages, never N². The first snapshot announcing a new deployments index
+ * carries the change its poller found (`indexChange`, specs inline), once.
  *
  * A member's report is accepted only from the node its verified certificate names. A member whose
  * stream ends keeps its endpoints for `graceMs` (a reconnect in between changes nothing); after

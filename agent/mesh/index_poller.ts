@@ -1,8 +1,9 @@
 /**
  * The coordinator's reads of the objects it announces for change notification (spec §7.9): a
  * conditional GET per call; the announcement is the ETag it holds ("" when the object is absent).
- * Content is not judged here: an object that does not parse is announced too, every member then
- * reads it and keeps its own last good value, as it would when polling directly.
+ * Content is not judged here: an object that does not parse is announced too (without a change),
+ * every member then reads it and keeps its own last good value, as it would when polling directly.
+ * The deployments index's poller also finds what changed (changes over the mesh).
  */
 
 import { type DeploymentIndex, pollDeploymentIndex } from "../../core/bucket/deployment_index.ts";
