@@ -819,7 +819,8 @@ async function runBench(
 
 function evaluate(row: Row, figures: Record<string, number>) {
   const f = figures[row.figure], p = figures[row.peer];
-  const ratio = row.better === "higher" ? f / p : p / f;
+  // Equal figures are a ratio of 1, also when both are 0 (e.g. no runtime aborts on either peer).
+  const ratio = f === p ? 1 : row.better === "higher" ? f / p : p / f;
   let met = Number.isFinite(f);
   if (row.goal !== undefined) met &&= ratio >= row.goal;
   if (row.absolute?.max !== undefined) met &&= f <= row.absolute.max;
