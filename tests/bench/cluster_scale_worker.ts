@@ -34,7 +34,8 @@ import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layou
 import { parseDuration } from "../../core/kit/duration.ts";
 import { LIMITS } from "../../core/kit/limits.ts";
 import type { Logger } from "../../core/kit/log.ts";
-import { convergedRecordSpreadMs, HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
+import { HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
+import { RecordPacer } from "../../agent/node/record_pacer.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/bucket/workload_ca_state.ts";
@@ -213,6 +214,7 @@ class SimAgent {
       log,
       pass: async () => (await record.write(), {}),
     });
+    const pacer = new RecordPacer({ nodes: () => this.mesh?.member.snapshot?.nodes });
     const deploymentsLoop = new Loop<AgentStatus>({
       name: "deployments",
       intervalMs: config.pollMs,
@@ -231,11 +233,9 @@ class SimAgent {
           status.indexGeneration !== lastGeneration;
         this.converged = status.converged;
         lastGeneration = status.indexGeneration;
-        if (changed) {
-          // As nodePart: spread by the cluster's size, a bounded cluster-wide rate (§7.9).
-          const spread = convergedRecordSpreadMs(this.mesh?.member.snapshot?.nodes);
-          recordLoop.hint({ delayMs: Math.random() * spread });
-        }
+        // As nodePart: paced by the cluster's size, a bounded cluster-wide rate (§7.9).
+        const delayMs = changed ? pacer.delayMs(performance.now()) : undefined;
+        if (delayMs !== undefined) recordLoop.hint({ delayMs });
       },
     });
     this.#loops = [deploymentsLoop as Loop<unknown>, recordLoop, identity.loop as Loop<unknown>];
