@@ -135,6 +135,7 @@ export function nodeParts(o: RunInputs & ReturnType<typeof desiredStateParts>) {
     nodeId,
     ...f.node,
     summary: () => deployments.summary(),
+    clusterNodes: () => link.snapshot()?.nodes,
     discovery: () => mesh?.mesh.recordExtras(),
     problem: () => mesh?.mesh.problem(),
   });

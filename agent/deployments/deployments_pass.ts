@@ -22,7 +22,8 @@ import type { Logger } from "../../core/kit/log.ts";
 import type { NodeDeployment } from "../../core/bucket/node_record.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import type { Deployment } from "../../core/model/resources.ts";
-import { readSpec } from "../../core/bucket/spec_objects.ts";
+import { decodeSpec, readSpec } from "../../core/bucket/spec_objects.ts";
+import { applyIndexChange, type IndexChange } from "../../core/bucket/index_change.ts";
 import { ErrorLog } from "../error_log.ts";
 import { ManifestDir } from "./manifest_dir.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
@@ -134,6 +135,18 @@ interface Ready {
   deployment: Deployment;
 }
 
+/** What the index changes offered by the mesh did (spec §7.9; status and tests). */
+export interface MeshChangeCounts {
+  /** Changes applied without a bucket read of the index. */
+  applied: number;
+  /** Changes not applied: this agent did not hold their base (it reads the bucket instead). */
+  skipped: number;
+  /** Inline specs verified and taken. */
+  specsTaken: number;
+  /** Inline specs refused (digest mismatch, bad content): read from the bucket instead. */
+  specsRefused: number;
+}
+
 /** One agent's deployments passes: each `pass()` call is one; the caller repeats it. */
 export class DeploymentsPass {
   readonly #options: DeploymentsPassOptions;
@@ -154,6 +167,15 @@ export class DeploymentsPass {
   #reverts = new Map<string, string>();
   /** Specs whose Pods are withdrawn from this node's endpoints (a handover drains them). */
   #withdrawn = new Set<string>();
+  /** The newest index change a snapshot offered, not yet applied (`offer`). */
+  #offered?: IndexChange;
+  /** What the offered changes did. */
+  readonly meshChanges: MeshChangeCounts = {
+    applied: 0,
+    skipped: 0,
+    specsTaken: 0,
+    specsRefused: 0,
+  };
 
   constructor(options: DeploymentsPassOptions) {
     this.#options = options;
@@ -168,6 +190,54 @@ export class DeploymentsPass {
   isWithdrawn(pod: PodInfo): boolean {
     const spec = pod.annotations?.[SPEC_ANNOTATION];
     return spec !== undefined && this.#withdrawn.has(spec);
+  }
+
+  /**
+   * A snapshot arrived (spec §7.9, changes over the mesh): its index change, if any, is applied by
+   * the next pass when this agent holds the change's base; a snapshot announcing another index
+   * without a change withdraws an older offer (the pass then reads the bucket).
+   */
+  offer(snapshot: { index?: { etag: string }; indexChange?: IndexChange }): void {
+    if (snapshot.indexChange) this.#offered = snapshot.indexChange;
+    else if (snapshot.index?.etag !== this.#offered?.etag) this.#offered = undefined;
+  }
+
+  /**
+   * Applies the offered change when this agent holds its base (the same index ETag and
+   * generation): the new index without a bucket read, and the inline specs of this NodeGroup's
+   * entries that match their digests (`decodeSpec`). A spec that does not is refused, logged, and
+   * read from the bucket by `#spec` like any other. True when it applied a change.
+   */
+  #applyOffered(): boolean {
+    const change = this.#offered;
+    this.#offered = undefined;
+    if (!change || !this.#index || this.#indexError) return false;
+    if (
+      (this.#etag ?? "") !== change.base.etag || this.#index.generation !== change.base.generation
+    ) {
+      this.meshChanges.skipped++;
+      return false;
+    }
+    this.#index = applyIndexChange(this.#index, change);
+    this.#etag = change.etag || undefined;
+    this.meshChanges.applied++;
+    for (const entry of change.upsert) {
+      const text = change.specs[entry.spec];
+      if (entry.nodeGroup !== this.#options.nodeGroup || text === undefined) continue;
+      if (this.#specs.has(entry.spec)) continue;
+      try {
+        const bytes = new TextEncoder().encode(text);
+        this.#specs.set(entry.spec, decodeSpec({ kind: "Deployment", ref: entry.spec, bytes }));
+        this.meshChanges.specsTaken++;
+      } catch (err) {
+        this.meshChanges.specsRefused++;
+        this.#options.log.warn("spec from the mesh refused; reading it from the bucket", {
+          spec: entry.spec,
+          error: (err as Error).message,
+        });
+      }
+    }
+    return true;
   }
 
   /** The ETag of the index held (undefined: none, or the index is absent). */
@@ -537,6 +607,8 @@ export class DeploymentsPass {
   async #readIndex(): Promise<
     { error?: string; unavailable: boolean; notModified?: boolean; changed?: boolean }
   > {
+    // Changes over the mesh (§7.9): the announced change applied, no bucket read.
+    if (this.#applyOffered()) return { unavailable: false, changed: true };
     // Change notification (§7.9): a skipped read is a not-modified one.
     const held = { hasIndex: !!this.#index, etag: this.#etag };
     if (this.#options.shouldReadIndex && !this.#options.shouldReadIndex(held)) {

@@ -135,6 +135,8 @@ export function deploymentsPart(o: DeploymentsPartOptions): DeploymentsPart {
   });
   if (notifier) {
     hub.on("meshSnapshot", (snapshot) => {
+      // The change it carries is applied by the pass it hints, without a bucket read (§7.9).
+      deployments.offer(snapshot);
       if (notifier.onSnapshot(snapshot, deployments.indexEtag)) loop.hint();
     });
   }

@@ -2,7 +2,8 @@
  * The mesh coordinator (spec §7.9): the elected agent keeps every member's latest complete report,
  * merges them into one complete cluster snapshot, and pushes it to every connected member on each
  * change (coalesced) and once to a member that joins. A change costs one report in and one snapshot
- * out per member: O(N) messages, never N².
+ * out per member: O(N) messages, never N². The first snapshot announcing a new deployments index
+ * carries the change its poller found (`indexChange`, specs inline), once.
  *
  * A member's report is accepted only from the node its verified certificate names. A member whose
  * stream ends keeps its endpoints for `graceMs` (a reconnect in between changes nothing); after
@@ -28,6 +29,7 @@ import {
   sameEndpoints,
 } from "../../core/model/endpoint_snapshot.ts";
 import type { Logger } from "../../core/kit/log.ts";
+import type { IndexChange } from "../../core/bucket/index_change.ts";
 import { type CoordinatorStream, endCall, Serialized } from "./mesh_service.ts";
 import { DEFAULT_CONTENDERS, electionHash, LISTED_ROUNDS } from "./contention_gate.ts";
 
@@ -68,9 +70,15 @@ export interface CoordinatorOptions {
   log: Logger;
 }
 
+/**
+ * What one poll of an announced object found: its announcement and, for the deployments index,
+ * the change from the previous index the poller read (specs inline: `indexPoller`).
+ */
+export type PolledAnnouncement = IndexAnnouncement & { change?: IndexChange };
+
 /** One announced object: its conditional GET and, optionally, its own poll interval. */
 export interface Announcer {
-  poll: () => Promise<IndexAnnouncement>;
+  poll: () => Promise<PolledAnnouncement>;
   everyMs?: number;
 }
 
@@ -79,7 +87,7 @@ export type Announcers = Partial<Record<AnnouncedObject, Announcer>>;
 
 /** One announced object's poll state. */
 interface Announced {
-  poll: () => Promise<IndexAnnouncement>;
+  poll: () => Promise<PolledAnnouncement>;
   everyMs?: number;
   current?: IndexAnnouncement;
   failures: number;
@@ -103,6 +111,9 @@ export interface CoordinatorCounters {
   indexReads: number;
   /** Reads of every announced object (the index included). */
   objectReads: number;
+  /** Snapshots built with an index change, and the inline specs they carried. */
+  changes: number;
+  inlineSpecs: number;
 }
 
 /** One term's coordinator. */
@@ -124,7 +135,11 @@ export class Coordinator {
     broadcasts: 0,
     indexReads: 0,
     objectReads: 0,
+    changes: 0,
+    inlineSpecs: 0,
   };
+  /** The index change the next snapshot carries (the first announcing its index only). */
+  #change?: IndexChange;
 
   constructor(options: CoordinatorOptions) {
     this.#o = options;
@@ -162,7 +177,9 @@ export class Coordinator {
       this.counters.objectReads++;
       a.failures = 0;
       if (got.etag !== a.current?.etag) {
-        a.current = got;
+        const { change, ...announcement } = got;
+        a.current = announcement;
+        if (field === "index") this.#change = change?.etag === got.etag ? change : undefined;
         this.#schedule();
       }
     } catch (err) {
@@ -173,6 +190,7 @@ export class Coordinator {
       // An announcement that can no longer be refreshed is withdrawn: members poll directly.
       if (++a.failures >= 3 && a.current) {
         a.current = undefined;
+        if (field === "index") this.#change = undefined;
         this.#schedule();
       }
     }
@@ -302,16 +320,24 @@ export class Coordinator {
       ANNOUNCED_OBJECTS.every(same) && successors.join() === listed.join() &&
       this.#nodesClose(this.#snapshot.nodes)
     ) return;
+    // The change travels once, with the first snapshot announcing its index (spec §7.9).
+    const change = this.#change?.etag === announcements.index?.etag ? this.#change : undefined;
+    this.#change = undefined;
     this.#snapshot = {
       term: this.#o.term,
       version: this.#snapshot.version + 1,
       nodes: this.#members.size,
       endpoints,
       ...announcements,
+      ...(change ? { indexChange: change } : {}),
       successors,
     };
     this.#wire = undefined;
     this.counters.broadcasts++;
+    if (change) {
+      this.counters.changes++;
+      this.counters.inlineSpecs += Object.keys(change.specs).length;
+    }
     for (const m of this.#members.values()) for (const s of m.streams) this.#send(s);
   }
 

@@ -284,7 +284,8 @@ export class DiscoveryMesh {
         problem: this.problem(),
       },
       local: this.#local,
-      snapshot: this.#snapshot,
+      // Without the index change it may carry (up to 64 KiB of specs, spent once applied).
+      snapshot: this.#snapshot && withoutChange(this.#snapshot),
       updatedAt: new Date().toISOString(),
     };
     const file = path.join(this.#o.stateDir, "mesh.json");
@@ -292,4 +293,10 @@ export class DiscoveryMesh {
       this.#o.log.warn("cannot write mesh status", { error: err.message })
     );
   }
+}
+
+/** A snapshot without its index change. */
+function withoutChange(snapshot: ClusterSnapshot): ClusterSnapshot {
+  const { indexChange: _, ...rest } = snapshot;
+  return rest;
 }

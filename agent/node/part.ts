@@ -4,7 +4,8 @@
  * and the hand-back of freed native memory to the system.
  */
 
-import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
+import { HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
+import { RecordPacer } from "./record_pacer.ts";
 import { UsageError } from "../../core/kit/errors.ts";
 import { formatIpv6, parseIpv6, parseIpv6Prefix } from "../../core/model/ipv6.ts";
 import { canTrimMalloc, trimMalloc } from "../../ffi/malloc_trim.ts";
@@ -67,6 +68,8 @@ const MALLOC_TRIM_MS = 30_000;
 /** Options of `nodePart`: the node record writer's, with the part's context for its store. */
 export interface NodePartOptions extends Omit<NodeRecordWriterOptions, "store"> {
   context: PartContext;
+  /** The cluster's size, when the mesh knows it (its snapshot's `nodes`). */
+  clusterNodes?: () => number | undefined;
 }
 
 /** The node record and malloc-trim loops. */
@@ -104,12 +107,14 @@ export function nodePart(o: NodePartOptions): Part {
       },
     })
     : undefined;
+  const pacer = new RecordPacer({ nodes: o.clusterNodes });
   hub.on("localEndpointsChanged", () => recordLoop.hint());
   if (trimLoop) hub.on("servicesChanged", () => trimLoop.hint());
   hub.on("convergenceChanged", () => {
-    // The record follows a change of convergence within CONVERGED_RECORD_SPREAD_MS (spread over
-    // the cluster), not at the next heartbeat.
-    recordLoop.hint({ delayMs: Math.random() * CONVERGED_RECORD_SPREAD_MS });
+    // The record follows a change of convergence within a window spread over the cluster (its
+    // size from the mesh: a bounded cluster-wide rate, §7.9), not at the next heartbeat.
+    const delayMs = pacer.delayMs(performance.now());
+    if (delayMs !== undefined) recordLoop.hint({ delayMs });
     trimLoop?.hint();
   });
   return {

@@ -64,9 +64,12 @@ export function dependencyBlobKey(sha256: string): string {
 /** The cluster-wide deployment index the agents poll. */
 export const DEPLOYMENT_INDEX = "deployments/index.json";
 
+/** The prefix of every Deployment spec object (`deploymentSpecKey`). */
+export const DEPLOYMENT_SPEC_PREFIX = "deployments/specs/sha256/";
+
 /** An immutable, content-addressed Deployment spec. */
 export function deploymentSpecKey(sha256: string): string {
-  return `deployments/specs/sha256/${checkSha256Hex(sha256)}.json`;
+  return `${DEPLOYMENT_SPEC_PREFIX}${checkSha256Hex(sha256)}.json`;
 }
 
 /**

@@ -90,18 +90,11 @@ export function parseDeploymentIndex(bytes: Uint8Array): DeploymentIndex {
   if (!Array.isArray(d.deployments)) throw bad("deployments must be a list");
   const seen = new Set<string>();
   const deployments = d.deployments.map((e, i) => {
-    const at = `deployments[${i}]`;
-    if (e === null || typeof e !== "object") throw bad(`${at} is not an object`);
-    if (!isDnsLabel(e.namespace)) throw bad(`${at}.namespace invalid`);
-    if (!isDnsLabel(e.name)) throw bad(`${at}.name invalid`);
-    if (!isDnsLabel(e.nodeGroup)) throw bad(`${at}.nodeGroup invalid`);
-    if (typeof e.spec !== "string" || !SPEC_REF.test(e.spec)) {
-      throw bad(`${at}.spec must be sha256:<64 hex>`);
-    }
-    const ref = `${e.namespace}/${e.name}`;
+    const entry = parseDeploymentEntry(e, `${DEPLOYMENT_INDEX}: deployments[${i}]`);
+    const ref = `${entry.namespace}/${entry.name}`;
     if (seen.has(ref)) throw bad(`duplicate deployment ${ref}`);
     seen.add(ref);
-    return { namespace: e.namespace, name: e.name, nodeGroup: e.nodeGroup, spec: e.spec };
+    return entry;
   });
   return {
     apiVersion: API_VERSION,
@@ -112,6 +105,23 @@ export function parseDeploymentIndex(bytes: Uint8Array): DeploymentIndex {
       ? { signature: parseIndexSignature(d.signature, `${DEPLOYMENT_INDEX}: signature`) }
       : {}),
   };
+}
+
+/**
+ * Validates one index entry (untrusted: from the index object or a mesh peer); `at` names it in
+ * the error. Throws `ValidationError`.
+ */
+export function parseDeploymentEntry(value: unknown, at: string): DeploymentEntry {
+  const e = value as Partial<DeploymentEntry> | null;
+  const bad = (why: string) => new ValidationError(`${at}${why}`);
+  if (e === null || typeof e !== "object") throw bad(" is not an object");
+  if (!isDnsLabel(e.namespace)) throw bad(".namespace invalid");
+  if (!isDnsLabel(e.name)) throw bad(".name invalid");
+  if (!isDnsLabel(e.nodeGroup)) throw bad(".nodeGroup invalid");
+  if (typeof e.spec !== "string" || !SPEC_REF.test(e.spec)) {
+    throw bad(".spec must be sha256:<64 hex>");
+  }
+  return { namespace: e.namespace!, name: e.name!, nodeGroup: e.nodeGroup!, spec: e.spec };
 }
 
 /**

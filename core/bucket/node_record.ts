@@ -30,6 +30,27 @@ export const HEARTBEAT_MS = 10 * 60_000;
  */
 export const CONVERGED_RECORD_SPREAD_MS = 5_000;
 
+/**
+ * The cluster-wide rate of the records rewritten after changes (spec §5.5, §7.9): a node of a
+ * cluster of N writes at a random point of `convergedRecordSpreadMs(N)` and at most once per such
+ * window (agent/node/record_pacer.ts), so the cluster writes about this many records per second
+ * whatever N and however often applies come (at most twice as many while the mesh's `nodes` lags
+ * the cluster by its factor of two). Low enough for the slowest S3-compatible store Podmin is
+ * tested on (moto takes about 50 PUTs/s beside the cluster's other requests); S3 takes 3,500 per
+ * second per prefix.
+ */
+export const CONVERGED_RECORDS_PER_S = 20;
+
+/**
+ * The window over which a node rewrites its record after its convergence changed: at least
+ * `CONVERGED_RECORD_SPREAD_MS`, and N / `CONVERGED_RECORDS_PER_S` seconds for a cluster of N
+ * nodes (known from the mesh's snapshot; unknown, the minimum): 50 s at 1,000 nodes.
+ */
+export function convergedRecordSpreadMs(nodes?: number): number {
+  const n = nodes !== undefined && Number.isFinite(nodes) && nodes > 0 ? nodes : 0;
+  return Math.max(CONVERGED_RECORD_SPREAD_MS, (n / CONVERGED_RECORDS_PER_S) * 1000);
+}
+
 /** A record whose heartbeat is older than this is stale (three missed heartbeats). */
 export const STALE_AFTER_MS = 3 * HEARTBEAT_MS;
 

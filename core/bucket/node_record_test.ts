@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
 import {
+  CONVERGED_RECORD_SPREAD_MS,
+  CONVERGED_RECORDS_PER_S,
+  convergedRecordSpreadMs,
   isStale,
   type NodeRecord,
   nodeRecordKey,
@@ -105,4 +108,14 @@ Deno.test("node record: a Deployment's rollout is checked as untrusted input", (
   );
   const parsed = parseNodeRecord(enc(withRollout({ phase: "failed", reason: "a\nb\x1b" })), key);
   assert.equal(parsed.deployments[0].rollout?.reason, "a b ");
+});
+
+Deno.test("node record: rewrites after a change are spread so the cluster writes at a bounded rate", () => {
+  assert.equal(convergedRecordSpreadMs(), CONVERGED_RECORD_SPREAD_MS, "size unknown: the minimum");
+  assert.equal(convergedRecordSpreadMs(12), CONVERGED_RECORD_SPREAD_MS);
+  for (const n of [1_000, 10_000]) {
+    const spreadS = convergedRecordSpreadMs(n) / 1000;
+    assert.ok(n / spreadS <= CONVERGED_RECORDS_PER_S, `${n} nodes: ${n / spreadS} records/s`);
+  }
+  assert.equal(convergedRecordSpreadMs(Number.NaN), CONVERGED_RECORD_SPREAD_MS);
 });

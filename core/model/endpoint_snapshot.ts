@@ -7,6 +7,7 @@
 import { ValidationError } from "../kit/errors.ts";
 import { formatIpv6, parseIpv6 } from "./ipv6.ts";
 import { checkNodeGroup, checkNodeId, isDnsLabel } from "./names.ts";
+import { type IndexChange, parseIndexChange } from "../bucket/index_change.ts";
 
 /** Ready backend addresses per Service (`namespace/name`), each list sorted and unique. */
 export type EndpointSet = Record<string, string[]>;
@@ -34,6 +35,12 @@ export interface ClusterSnapshot {
    * its ETag as last read (absent: no index), so members GET the index only when it changed.
    */
   index?: IndexAnnouncement;
+  /**
+   * What changed in `deployments/index.json` since the coordinator's previous read of it (spec
+   * §7.9, changes over the mesh): only in the first snapshot announcing a new index, its result
+   * always that `index`. A member holding the change's base applies it without a bucket read.
+   */
+  indexChange?: IndexChange;
   /** The same for `services/index.json` (Service VIPs: DNS, the dataplane, certificate names). */
   services?: IndexAnnouncement;
   /** The same for `identity/workload-ca.json` (the workload CA state). */
@@ -127,6 +134,13 @@ export function parseClusterSnapshot(value: unknown): ClusterSnapshot {
       etag: i.etag,
       ...(i.generation !== undefined ? { generation: i.generation as number } : {}),
     };
+  }
+  if (v.indexChange !== undefined) {
+    const change = parseIndexChange(v.indexChange);
+    if (change.etag !== snapshot.index?.etag || change.generation !== snapshot.index.generation) {
+      throw bad("snapshot", "indexChange does not result in the announced index");
+    }
+    snapshot.indexChange = change;
   }
   if (v.successors !== undefined) snapshot.successors = parseSuccessors(v.successors);
   return snapshot;

@@ -25,3 +25,31 @@ Deno.test("cluster snapshot: successors are distinct node ids, at most the limit
   refused(["../etc"], /successors: /);
   refused([7], /successors: /);
 });
+
+Deno.test("cluster snapshot: an index change must result in the announced index", () => {
+  const change = {
+    base: { etag: '"e1"', generation: 1 },
+    etag: '"e2"',
+    generation: 2,
+    upsert: [],
+    remove: ["default/web"],
+    specs: {},
+  };
+  const index = { etag: '"e2"', generation: 2 };
+  assert.deepEqual(
+    parseClusterSnapshot({ ...base, index, indexChange: change }).indexChange,
+    change,
+  );
+  for (
+    const other of [undefined, { etag: '"e3"', generation: 2 }, { etag: '"e2"', generation: 3 }]
+  ) {
+    assert.throws(
+      () => parseClusterSnapshot({ ...base, index: other, indexChange: change }),
+      /indexChange does not result in the announced index/,
+    );
+  }
+  assert.throws(
+    () => parseClusterSnapshot({ ...base, index, indexChange: { ...change, remove: [1] } }),
+    ValidationError,
+  );
+});

@@ -4,6 +4,8 @@
  * asks for tiny sizes (figures present, not meaningful).
  */
 
+import { dirname } from "node:path";
+
 /** File the figures are merged into (set by run_all.ts). */
 export const BENCH_JSON_ENV = "PODMIN_BENCH_JSON";
 /** `1`: smoke run, tiny sizes. */
@@ -14,10 +16,17 @@ export function benchSmoke(): boolean {
   return Deno.env.get(BENCH_SMOKE_ENV) === "1";
 }
 
-/** Merges figures into `$PODMIN_BENCH_JSON` when it is set (else does nothing). */
-export async function recordFigures(figures: Record<string, number>): Promise<void> {
-  const file = Deno.env.get(BENCH_JSON_ENV);
+/**
+ * Merges figures into `$PODMIN_BENCH_JSON` when it is set, else into `standalone` when given (a
+ * benchmark run on its own that keeps its figures, e.g. bench/results.json), else does nothing.
+ */
+export async function recordFigures(
+  figures: Record<string, number>,
+  options: { standalone?: string } = {},
+): Promise<void> {
+  const file = Deno.env.get(BENCH_JSON_ENV) ?? options.standalone;
   if (!file) return;
+  await Deno.mkdir(dirname(file), { recursive: true });
   let current: Record<string, number> = {};
   try {
     current = JSON.parse(await Deno.readTextFile(file));

@@ -223,6 +223,14 @@ export class Fleet {
     await Promise.all(this.#workers.map((w) => w.child.status));
   }
 
+  /**
+   * Worker processes that exited on their own with a failure (exit 134 or a SIGSEGV of the
+   * runtime, denoland/deno#36788): each takes its agents down.
+   */
+  aborts(): number {
+    return this.#workers.filter((w) => w.aborted).length;
+  }
+
   /** Kills every worker (after a failure). */
   kill(): void {
     for (const w of this.#workers) w.kill();

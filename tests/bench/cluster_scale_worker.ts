@@ -34,7 +34,8 @@ import { SERVICE_INDEX, WORKLOAD_CA_STATE } from "../../core/bucket/bucket_layou
 import { parseDuration } from "../../core/kit/duration.ts";
 import { LIMITS } from "../../core/kit/limits.ts";
 import type { Logger } from "../../core/kit/log.ts";
-import { CONVERGED_RECORD_SPREAD_MS, HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
+import { HEARTBEAT_MS } from "../../core/bucket/node_record.ts";
+import { RecordPacer } from "../../agent/node/record_pacer.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/bucket/workload_ca_state.ts";
@@ -214,6 +215,7 @@ class SimAgent {
       log,
       pass: async () => (await record.write(), {}),
     });
+    const pacer = new RecordPacer({ nodes: () => this.mesh?.member.snapshot?.nodes });
     const deploymentsLoop = new Loop<AgentStatus>({
       name: "deployments",
       intervalMs: config.pollMs,
@@ -232,7 +234,9 @@ class SimAgent {
           status.indexGeneration !== lastGeneration;
         this.converged = status.converged;
         lastGeneration = status.indexGeneration;
-        if (changed) recordLoop.hint({ delayMs: Math.random() * CONVERGED_RECORD_SPREAD_MS });
+        // As nodePart: paced by the cluster's size, a bounded cluster-wide rate (§7.9).
+        const delayMs = changed ? pacer.delayMs(performance.now()) : undefined;
+        if (delayMs !== undefined) recordLoop.hint({ delayMs });
       },
     });
     this.#loops = [deploymentsLoop as Loop<unknown>, recordLoop, identity.loop as Loop<unknown>];
@@ -264,6 +268,7 @@ class SimAgent {
         onSnapshot: (snapshot) => {
           const etag = snapshot.index?.etag;
           if (etag !== undefined && !this.announced.has(etag)) this.announced.set(etag, nowMs());
+          if (notifier) deployments.offer(snapshot);
           if (notifier?.onSnapshot(snapshot, deployments.indexEtag)) deploymentsLoop.hint();
           if (servicesNotifier?.onSnapshot(snapshot, services.etag)) {
             void services.refresh(Date.now());

@@ -455,7 +455,7 @@ export const ROWS: Row[] = [
   {
     key: "cluster_apply_p99",
     label: "cluster apply → manifest p99 (≤ poll + 1 s), vs direct",
-    figure: "apply_to_manifest_p99_s_1000_nodes",
+    figure: "cluster_apply_p99",
     peer: "apply_to_manifest_p99_s_direct",
     unit: "s",
     better: "lower",
@@ -524,8 +524,8 @@ export const ROWS: Row[] = [
   {
     key: "cluster_apply_p99_moto",
     label: "cluster apply → manifest p99 on moto (≤ poll + 1 s; peer: on versitygw)",
-    figure: "apply_to_manifest_p99_s_1000_nodes_moto",
-    peer: "apply_to_manifest_p99_s_1000_nodes",
+    figure: "cluster_apply_p99_moto",
+    peer: "cluster_apply_p99",
     unit: "s",
     better: "lower",
     absolute: { max: 3 },
@@ -538,6 +538,44 @@ export const ROWS: Row[] = [
     unit: "fraction",
     better: "higher",
     absolute: { min: 1 },
+  },
+  // Changes over the mesh (issue 33 item 1): an apply's bucket requests, node records excluded.
+  {
+    key: "cluster_requests_per_apply",
+    label: "cluster S3 requests per apply, worst of 5 (peer: on moto)",
+    figure: "cluster_requests_per_apply",
+    peer: "cluster_requests_per_apply_moto",
+    unit: "req",
+    better: "lower",
+    absolute: { max: 50 },
+  },
+  {
+    key: "cluster_requests_per_apply_moto",
+    label: "cluster S3 requests per apply on moto, worst of 5 (peer: versitygw)",
+    figure: "cluster_requests_per_apply_moto",
+    peer: "cluster_requests_per_apply",
+    unit: "req",
+    better: "lower",
+    absolute: { max: 50 },
+  },
+  // Runtime aborts (issue 33 item 3): worker processes of simulated agents that died on their own.
+  {
+    key: "cluster_runtime_aborts",
+    label: "cluster scale: runtime aborts of agent processes (peer: on moto)",
+    figure: "cluster_runtime_aborts",
+    peer: "cluster_runtime_aborts_moto",
+    unit: "aborts",
+    better: "lower",
+    absolute: { max: 0 },
+  },
+  {
+    key: "cluster_runtime_aborts_moto",
+    label: "cluster scale: runtime aborts of agent processes on moto (peer: versitygw)",
+    figure: "cluster_runtime_aborts_moto",
+    peer: "cluster_runtime_aborts",
+    unit: "aborts",
+    better: "lower",
+    absolute: { max: 0 },
   },
   // Failover (issue 33 item 2): the coordinator killed, a new one within two leases (15 s each).
   {
@@ -883,7 +921,8 @@ async function runBench(
 
 function evaluate(row: Row, figures: Record<string, number>) {
   const f = figures[row.figure], p = figures[row.peer];
-  const ratio = row.ratio === false ? NaN : row.better === "higher" ? f / p : p / f;
+  // Equal figures are a ratio of 1, also when both are 0 (e.g. no runtime aborts on either peer).
+  const ratio = row.ratio === false ? NaN : f === p ? 1 : row.better === "higher" ? f / p : p / f;
   let met = Number.isFinite(f);
   if (row.goal !== undefined) met &&= ratio >= row.goal;
   if (row.absolute?.max !== undefined) met &&= f <= row.absolute.max;

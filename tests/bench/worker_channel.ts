@@ -13,6 +13,10 @@ export class WorkerChannel<Request extends object> {
   readonly #pending = new Map<number, (body: unknown) => void>();
   readonly #failures = new Map<number, (err: Error) => void>();
   #exited?: string;
+  /** True once the bench asked it to stop (`{cmd: "stop"}`) or killed it: its exit is no abort. */
+  #ending = false;
+  /** True when it exited on its own with a failure (the runtime aborted, or a crash). */
+  aborted = false;
   #next = 0;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
 
@@ -32,6 +36,7 @@ export class WorkerChannel<Request extends object> {
     void this.child.status.then(async (status) => {
       await reading.catch(() => {});
       this.#exited = `a worker process exited (code ${status.code}, signal ${status.signal})`;
+      if (!this.#ending || status.code !== 0 && status.signal !== "SIGKILL") this.aborted = true;
       for (const fail of this.#failures.values()) fail(new Error(this.#exited));
     });
   }
@@ -57,6 +62,7 @@ export class WorkerChannel<Request extends object> {
   /** Sends a command; resolves with its answer (rejects when the worker exits first). */
   send<T>(command: Request): Promise<T> {
     if (this.#exited) return Promise.reject(new Error(this.#exited));
+    if ((command as { cmd?: unknown }).cmd === "stop") this.#ending = true;
     const id = this.#next++;
     const answer = new Promise<T>((resolve, reject) => {
       this.#pending.set(id, resolve as (b: unknown) => void);
@@ -71,7 +77,9 @@ export class WorkerChannel<Request extends object> {
     return processCpuSeconds(this.child.pid);
   }
 
+  /** Kills the worker (SIGKILL; not counted as an abort). */
   kill(): void {
+    this.#ending = true;
     try {
       this.child.kill("SIGKILL");
     } catch { /* gone */ }

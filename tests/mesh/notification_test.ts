@@ -21,6 +21,7 @@ import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
 import {
   DEPLOYMENT_INDEX,
+  DEPLOYMENT_SPEC_PREFIX,
   MESH_COORDINATOR_LEASE,
   SERVICE_INDEX,
   WORKLOAD_CA_STATE,
@@ -128,6 +129,7 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
       },
       pollMs: POLL_MS,
       onSnapshot: (s) => {
+        deployments.offer(s);
         if (notifier.onSnapshot(s, deployments.indexEtag)) loop.hint();
         if (servicesNotifier.onSnapshot(s, services.etag)) void services.refresh(Date.now());
       },
@@ -188,19 +190,34 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
     assert.equal(memberServiceReads(), 0, "nor the services index");
     assert.ok(idle.coordinator >= 3 && idle.coordinator <= idleMs / POLL_MS + 2);
 
-    // An apply reaches every agent through the announcement: one read each.
+    // An apply reaches every agent through the announcement, which carries the change and the
+    // new spec (§7.9, changes over the mesh): no agent reads the index or the spec.
     resetCounts();
+    const applied0 = agents.reduce((n, a) => n + a.deployments.meshChanges.applied, 0);
     let t0 = performance.now();
     await applyResources({ store: shared, resources: [deployment("second")] });
     await until("every agent wrote the second Deployment", async () => {
       for (const a of agents) if (!await a.manifest("second")) return false;
       return true;
     });
+    const specReads = agents.reduce(
+      (n, a) => n + a.counting.countPrefix("get", DEPLOYMENT_SPEC_PREFIX),
+      0,
+    );
+    const coordinatorSpecReads = agents.reduce(
+      (n, a) => n + a.coordinatorStore.countPrefix("get", DEPLOYMENT_SPEC_PREFIX),
+      0,
+    );
+    const applied = agents.reduce((n, a) => n + a.deployments.meshChanges.applied, 0) - applied0;
     console.log(
       `notification: apply → all ${N} manifests in ${(performance.now() - t0).toFixed(0)} ms, ` +
-        `${memberReads()} agent reads`,
+        `${memberReads()} agent reads of the index, ${specReads} of the spec; the coordinator ` +
+        `read the spec ${coordinatorSpecReads} time(s); ${applied} changes applied from the mesh`,
     );
-    assert.ok(memberReads() <= 2 * N, `${memberReads()} reads for one change`);
+    assert.equal(memberReads(), 0, "no agent read the index: the change came with the snapshot");
+    assert.equal(specReads, 0, "no agent read the spec: it came inline, verified");
+    assert.equal(coordinatorSpecReads, 1, "the coordinator read the new spec once");
+    assert.equal(applied, N, "every agent applied the change");
 
     // A Service applied: every agent's view has it, by one read each.
     resetCounts();

@@ -7,6 +7,10 @@ export interface CountingStore {
   store: ObjectStore;
   /** Requests of `op` (get, head, put, delete, …), for `key` when given. */
   count(op: string, key?: string): number;
+  /** Every request counted. */
+  total(): number;
+  /** Requests of `op` for keys starting with `prefix`. */
+  countPrefix(op: string, prefix: string): number;
   reset(): void;
 }
 
@@ -29,6 +33,16 @@ export function countingStore(inner: ObjectStore): CountingStore {
   return {
     store,
     count: (op, key) => counts.get(key === undefined ? op : `${op} ${key}`) ?? 0,
+    total: () => {
+      let n = 0;
+      for (const [k, c] of counts) if (!k.includes(" ")) n += c;
+      return n;
+    },
+    countPrefix: (op, prefix) => {
+      let n = 0;
+      for (const [k, c] of counts) if (k.startsWith(`${op} ${prefix}`)) n += c;
+      return n;
+    },
     reset: () => counts.clear(),
   };
 }
