@@ -24,6 +24,11 @@ import type { ObjectStore } from "../../core/store/object_store.ts";
 import type { Deployment } from "../../core/model/resources.ts";
 import { decodeSpec, readSpec } from "../../core/bucket/spec_objects.ts";
 import { applyIndexChange, type IndexChange } from "../../core/bucket/index_change.ts";
+import {
+  type IndexPublicKey,
+  readIndexPublicKey,
+  verifyIndexSignature,
+} from "../../core/bucket/index_signing.ts";
 import { ErrorLog } from "../error_log.ts";
 import { ManifestDir } from "./manifest_dir.ts";
 import type { SecretsSync } from "../secrets/secrets_sync.ts";
@@ -145,7 +150,15 @@ export interface MeshChangeCounts {
   specsTaken: number;
   /** Inline specs refused (digest mismatch, bad content): read from the bucket instead. */
   specsRefused: number;
+  /**
+   * Changes refused: the index they rebuild has no valid signature by the cluster's index key
+   * (unsigned, forged, or the key unknown): the pass reads the bucket instead.
+   */
+  unverified: number;
 }
+
+/** Shortest time between two reads of the index signing key when a change names an unknown one. */
+const INDEX_KEY_REREAD_MS = 60_000;
 
 /** One agent's deployments passes: each `pass()` call is one; the caller repeats it. */
 export class DeploymentsPass {
@@ -175,7 +188,11 @@ export class DeploymentsPass {
     skipped: 0,
     specsTaken: 0,
     specsRefused: 0,
+    unverified: 0,
   };
+  /** The cluster's index signing key (identity/index-signing-key.json), once read. */
+  #indexKey?: IndexPublicKey;
+  #indexKeyReadAt?: number;
 
   constructor(options: DeploymentsPassOptions) {
     this.#options = options;
@@ -208,7 +225,7 @@ export class DeploymentsPass {
    * entries that match their digests (`decodeSpec`). A spec that does not is refused, logged, and
    * read from the bucket by `#spec` like any other. True when it applied a change.
    */
-  #applyOffered(): boolean {
+  async #applyOffered(): Promise<boolean> {
     const change = this.#offered;
     this.#offered = undefined;
     if (!change || !this.#index || this.#indexError) return false;
@@ -218,7 +235,22 @@ export class DeploymentsPass {
       this.meshChanges.skipped++;
       return false;
     }
-    this.#index = applyIndexChange(this.#index, change);
+    // The entries are the coordinator's word: the rebuilt index is taken only with the CLI's
+    // signature (a peer can withhold a change, not make one up).
+    const next = applyIndexChange(this.#index, change);
+    const key = await this.#signingKey(change.signature?.keyId);
+    if (!key || !verifyIndexSignature(next, key)) {
+      this.meshChanges.unverified++;
+      this.#options.log.warn(
+        "index change from the mesh not signed by the cluster's key; reading the bucket",
+        {
+          generation: change.generation,
+          signed: change.signature !== undefined,
+        },
+      );
+      return false;
+    }
+    this.#index = next;
     this.#etag = change.etag || undefined;
     this.meshChanges.applied++;
     for (const entry of change.upsert) {
@@ -238,6 +270,30 @@ export class DeploymentsPass {
       }
     }
     return true;
+  }
+
+  /**
+   * The cluster's index signing key, read from the bucket once, and again (at most once per
+   * `INDEX_KEY_REREAD_MS`) when a change names another key or none was found. A failed read keeps
+   * what was known: the change is then not taken, the bucket is.
+   */
+  async #signingKey(keyId: string | undefined): Promise<IndexPublicKey | undefined> {
+    if (this.#indexKey && (keyId === undefined || this.#indexKey.keyId === keyId)) {
+      return this.#indexKey;
+    }
+    const now = performance.now();
+    if (this.#indexKeyReadAt !== undefined && now - this.#indexKeyReadAt < INDEX_KEY_REREAD_MS) {
+      return this.#indexKey;
+    }
+    this.#indexKeyReadAt = now;
+    try {
+      this.#indexKey = await readIndexPublicKey(this.#options.store) ?? this.#indexKey;
+    } catch (err) {
+      this.#options.log.warn("cannot read the index signing key", {
+        error: (err as Error).message,
+      });
+    }
+    return this.#indexKey;
   }
 
   /** The ETag of the index held (undefined: none, or the index is absent). */
@@ -608,7 +664,7 @@ export class DeploymentsPass {
     { error?: string; unavailable: boolean; notModified?: boolean; changed?: boolean }
   > {
     // Changes over the mesh (§7.9): the announced change applied, no bucket read.
-    if (this.#applyOffered()) return { unavailable: false, changed: true };
+    if (await this.#applyOffered()) return { unavailable: false, changed: true };
     // Change notification (§7.9): a skipped read is a not-modified one.
     const held = { hasIndex: !!this.#index, etag: this.#etag };
     if (this.#options.shouldReadIndex && !this.#options.shouldReadIndex(held)) {
@@ -624,6 +680,10 @@ export class DeploymentsPass {
         this.#etag = poll.etag;
         this.#index = poll.index;
         this.#indexError = undefined;
+        // Ready for the changes the mesh will carry (one read per agent start).
+        if (poll.index.signature && !this.#indexKey) {
+          await this.#signingKey(poll.index.signature.keyId);
+        }
       } else if (poll.state === "rejected") {
         this.#etag = poll.etag;
         this.#indexError =

@@ -13,7 +13,9 @@ import { API_VERSION } from "../model/resources.ts";
 import {
   type DeploymentEntry,
   type DeploymentIndex,
+  type IndexSignature,
   parseDeploymentEntry,
+  parseIndexSignature,
 } from "./deployment_index.ts";
 
 /**
@@ -51,6 +53,11 @@ export interface IndexChange {
   remove: string[];
   /** Canonical spec bytes (UTF-8 JSON text) by reference `sha256:<hex>`; unverified from a peer. */
   specs: Record<string, string>;
+  /**
+   * The resulting index's signature by the CLI (`core/bucket/index_signing.ts`): a member takes
+   * the change only when the index it rebuilds verifies against the cluster's public key.
+   */
+  signature?: IndexSignature;
 }
 
 const SPEC_REF = /^sha256:[0-9a-f]{64}$/;
@@ -72,6 +79,7 @@ export function diffIndexes(
     base: { etag: base.etag, generation: base.index.generation },
     etag: next.etag,
     generation: next.index.generation,
+    ...(next.index.signature ? { signature: next.index.signature } : {}),
     upsert,
     remove: [...before.keys()].filter((ref) => !after.has(ref)),
     specs: {},
@@ -88,6 +96,7 @@ export function applyIndexChange(index: DeploymentIndex, change: IndexChange): D
     kind: "DeploymentIndex",
     generation: change.generation,
     deployments: [...byRef.values()],
+    ...(change.signature ? { signature: change.signature } : {}),
   };
 }
 
@@ -195,5 +204,13 @@ export function parseIndexChange(value: unknown): IndexChange {
     if (total > INDEX_CHANGE_LIMITS.inlineBytes) throw bad("inline specs exceed the bound");
     specs[ref] = text;
   }
-  return { base, etag, generation, upsert, remove, specs };
+  let signature: IndexSignature | undefined;
+  if (v.signature !== undefined) {
+    try {
+      signature = parseIndexSignature(v.signature, "signature");
+    } catch (err) {
+      throw bad((err as Error).message);
+    }
+  }
+  return { base, etag, generation, upsert, remove, specs, ...(signature ? { signature } : {}) };
 }

@@ -4,8 +4,10 @@
  * true digest of the new spec, a different spec (another image). Its members take the index change
  * (which it does not alter) but refuse the spec — it does not match its digest —, write nothing of
  * it, and read the true spec from the bucket. A change whose base a member does not hold (a gap)
- * is not applied: the member reads the index from the bucket. Counts and content are asserted,
- * never durations.
+ * is not applied: the member reads the index from the bucket. Neither is a change whose entries
+ * the coordinator made up (a spec of its own under its true digest): the index it rebuilds fails
+ * the CLI's signature (core/bucket/index_signing.ts). Counts and content are asserted, never
+ * durations.
  */
 
 import assert from "node:assert/strict";
@@ -39,7 +41,7 @@ async function until(what: string, f: () => Promise<boolean> | boolean, timeoutM
 }
 
 /** How the hostile coordinator lies. */
-type Lie = "swap specs" | "wrong base";
+type Lie = "swap specs" | "wrong base" | "forge entry";
 
 /**
  * The deployments index's announcer of a hostile coordinator: every inline spec swapped for another
@@ -55,6 +57,25 @@ function hostileAnnouncer(store: ObjectStore, lie: () => Lie, forged: () => void
         forged();
         return { ...got, change: { ...got.change, base: { etag: '"elsewhere"', generation: 1 } } };
       }
+      if (lie() === "forge entry") {
+        // A Deployment of its own making, under its own (true) digest, in place of the applied
+        // one: every spec matches its entry, only the CLI's signature cannot.
+        const upsert = got.change.upsert.map((e) => {
+          const d = JSON.parse(got.change!.specs[e.spec]);
+          d.spec.template.spec.containers[0].image = "r/evil/miner:1";
+          const evil = encodeSpec(d);
+          forged();
+          return { entry: { ...e, spec: evil.ref }, text: new TextDecoder().decode(evil.bytes) };
+        });
+        return {
+          ...got,
+          change: {
+            ...got.change,
+            upsert: upsert.map((u) => u.entry),
+            specs: Object.fromEntries(upsert.map((u) => [u.entry.spec, u.text])),
+          },
+        };
+      }
       const specs: Record<string, string> = {};
       for (const [ref, text] of Object.entries(got.change.specs)) {
         const d = JSON.parse(text);
@@ -67,7 +88,7 @@ function hostileAnnouncer(store: ObjectStore, lie: () => Lie, forged: () => void
   };
 }
 
-Deno.test("hostile change [moto]: a spec that does not match its digest is refused and read from the bucket; a change without its base is not applied", async () => {
+Deno.test("hostile change [moto]: a spec that does not match its digest is refused and read from the bucket; a change without its base, or with entries the CLI did not sign, is not applied", async () => {
   const m = await moto();
   const bucket = await m.createBucket();
   const shared = openStore(`s3://${bucket}`);
@@ -177,6 +198,21 @@ Deno.test("hostile change [moto]: a spec that does not match its digest is refus
     assert.equal(counting.count("get", DEPLOYMENT_INDEX), 1, "the index came from the bucket");
     assert.equal(counting.countPrefix("get", DEPLOYMENT_SPEC_PREFIX), 1, "so did the spec");
     assert.ok(!!await manifest("first") && !!await manifest("second"), "nothing else changed");
+
+    // A change whose entries the coordinator made up (its own spec, under its true digest, inline):
+    // the rebuilt index fails the CLI's signature; the member reads the index and the spec from the
+    // bucket and runs what was applied.
+    lie = "forge entry";
+    counting.reset();
+    const { unverified } = deployments.meshChanges;
+    await applyResources({ store: shared, resources: [workerDeployment("fourth")] });
+    await until("the member wrote the fourth Deployment", async () => !!await manifest("fourth"));
+    const fourth = await manifest("fourth");
+    assert.ok(fourth.includes("r/apps/fourth:1"), "the manifest runs the applied image");
+    assert.ok(!fourth.includes("r/evil"), "nothing of the forged entry was written");
+    assert.equal(deployments.meshChanges.unverified, unverified + 1, "the change was refused");
+    assert.equal(counting.count("get", DEPLOYMENT_INDEX), 1, "the index came from the bucket");
+    assert.ok(warnings.some((w) => w.includes("not signed by the cluster's key")));
   } finally {
     await loop.stop();
     mesh.member.stop();
