@@ -7,31 +7,18 @@
 import { DEPLOYMENT_INDEX } from "./bucket_layout.ts";
 import type { CasObject } from "../store/cas_update.ts";
 import { API_VERSION } from "../model/resources.ts";
+import {
+  type DeploymentEntry,
+  type IndexSignature,
+  parseDeploymentEntry,
+  parseIndexSignature,
+} from "../model/deployment_entry.ts";
+export type { DeploymentEntry, IndexSignature } from "../model/deployment_entry.ts";
+export { parseDeploymentEntry, parseIndexSignature } from "../model/deployment_entry.ts";
 import { NotFoundError, ValidationError } from "../kit/errors.ts";
-import { isDnsLabel } from "../model/names.ts";
 import { compareCodeUnits } from "../kit/canonical_json.ts";
 import { LIMITS } from "../kit/limits.ts";
 import { getIfExists, type ObjectStore } from "../store/object_store.ts";
-
-/** One Deployment in the index. */
-export interface DeploymentEntry {
-  namespace: string;
-  name: string;
-  nodeGroup: string;
-  /** `sha256:<hex>` of the canonical spec object. */
-  spec: string;
-}
-
-/**
- * An index's signature by the CLI (`core/bucket/index_signing.ts`): which key, and the Ed25519
- * signature (base64) of the index serialised without it.
- */
-export interface IndexSignature {
-  /** The first 16 hex digits of the SHA-256 of the public key's SPKI DER. */
-  keyId: string;
-  /** Base64 of the 64-byte Ed25519 signature. */
-  ed25519: string;
-}
 
 /** The index document. */
 export interface DeploymentIndex {
@@ -44,28 +31,10 @@ export interface DeploymentIndex {
   signature?: IndexSignature;
 }
 
-const KEY_ID = /^[0-9a-f]{16}$/;
-const SIGNATURE = /^[A-Za-z0-9+/]{86}==$/;
-
-/** Validates a `signature` field (untrusted: from the bucket or a peer); `at` names it. */
-export function parseIndexSignature(value: unknown, at: string): IndexSignature {
-  const v = value as Partial<IndexSignature> | null;
-  if (!v || typeof v !== "object") throw new ValidationError(`${at} is not an object`);
-  if (typeof v.keyId !== "string" || !KEY_ID.test(v.keyId)) {
-    throw new ValidationError(`${at}.keyId must be 16 hex digits`);
-  }
-  if (typeof v.ed25519 !== "string" || !SIGNATURE.test(v.ed25519)) {
-    throw new ValidationError(`${at}.ed25519 must be a base64 Ed25519 signature`);
-  }
-  return { keyId: v.keyId, ed25519: v.ed25519 };
-}
-
 /** An empty index (what an absent object means). */
 export function emptyDeploymentIndex(): DeploymentIndex {
   return { apiVersion: API_VERSION, kind: "DeploymentIndex", generation: 0, deployments: [] };
 }
-
-const SPEC_REF = /^sha256:[0-9a-f]{64}$/;
 
 /** Parses and validates index bytes. Throws `ValidationError` on anything unexpected. */
 export function parseDeploymentIndex(bytes: Uint8Array): DeploymentIndex {
@@ -105,23 +74,6 @@ export function parseDeploymentIndex(bytes: Uint8Array): DeploymentIndex {
       ? { signature: parseIndexSignature(d.signature, `${DEPLOYMENT_INDEX}: signature`) }
       : {}),
   };
-}
-
-/**
- * Validates one index entry (untrusted: from the index object or a mesh peer); `at` names it in
- * the error. Throws `ValidationError`.
- */
-export function parseDeploymentEntry(value: unknown, at: string): DeploymentEntry {
-  const e = value as Partial<DeploymentEntry> | null;
-  const bad = (why: string) => new ValidationError(`${at}${why}`);
-  if (e === null || typeof e !== "object") throw bad(" is not an object");
-  if (!isDnsLabel(e.namespace)) throw bad(".namespace invalid");
-  if (!isDnsLabel(e.name)) throw bad(".name invalid");
-  if (!isDnsLabel(e.nodeGroup)) throw bad(".nodeGroup invalid");
-  if (typeof e.spec !== "string" || !SPEC_REF.test(e.spec)) {
-    throw bad(".spec must be sha256:<64 hex>");
-  }
-  return { namespace: e.namespace!, name: e.name!, nodeGroup: e.nodeGroup!, spec: e.spec };
 }
 
 /**

@@ -7,7 +7,7 @@
 import { ValidationError } from "../kit/errors.ts";
 import { formatIpv6, parseIpv6 } from "./ipv6.ts";
 import { checkNodeGroup, checkNodeId, isDnsLabel } from "./names.ts";
-import { type IndexChange, parseIndexChange } from "../bucket/index_change.ts";
+import { type IndexChange, parseIndexChange } from "./index_change.ts";
 
 /** Ready backend addresses per Service (`namespace/name`), each list sorted and unique. */
 export type EndpointSet = Record<string, string[]>;
