@@ -811,7 +811,9 @@ testWith(
           sandboxImage: "registry.k8s.io/pause:3.10",
           host: { ...host, cgroupV2: true },
           log: (l) => logs.push(l),
-          timeoutMs: 60_000,
+          // The daemons before kubelet (the agent from source among them) must come up first; on
+          // a loaded host (three lanes of the suite) the agent took over 60 s once.
+          timeoutMs: 180_000,
         }),
         (err: Error) => {
           assert.match(err.message, /^kubelet exited at start: .*cgroup v1/s);
