@@ -43,8 +43,6 @@ import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { manifestFileName } from "../../agent/deployments/static_pod.ts";
 import { applyResources } from "../../cli/desired_state.ts";
-import { newCaPem } from "../../cli/setup/cluster_cas.ts";
-import { generateKeyPair, privateKeyPem } from "../../core/crypto/certificates.ts";
 import { valueName } from "../../core/model/provider_names.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { S3Store } from "../../core/store/s3_store.ts";
@@ -64,6 +62,7 @@ import {
   appService,
   Fleet,
   nodeGroupOf,
+  writeFleetCaFiles,
 } from "./cluster_scale_fleet.ts";
 import { countingProxy } from "./counting_proxy.ts";
 import { countingStore } from "../support/counting_store.ts";
@@ -421,13 +420,9 @@ async function simulateOn(
       `${NODES} index GETs alone take ≥ ${(NODES / rate).toFixed(2)} s`,
   );
   // Shared material: the cluster CA and the workload CA key (tmpfs), the values (moto, direct).
-  const { certPem, keyPem } = await newCaPem("podmin cluster CA scale bench");
-  const clusterCaFile = path.join(shm, "cluster-ca.pem");
-  const workloadKeyFile = path.join(shm, "workload-ca.key");
-  await Deno.writeTextFile(clusterCaFile, certPem + keyPem);
-  await Deno.writeTextFile(
-    workloadKeyFile,
-    await privateKeyPem((await generateKeyPair()).privateKey),
+  const { clusterCaFile, workloadKeyFile } = await writeFleetCaFiles(
+    shm,
+    "podmin cluster CA scale bench",
   );
   const apps = Array.from(
     { length: GROUPS },

@@ -7,6 +7,8 @@
 import * as path from "node:path";
 import { manifestFileName } from "../../agent/deployments/static_pod.ts";
 import { applyResources } from "../../cli/desired_state.ts";
+import { newCaPem } from "../../cli/setup/cluster_cas.ts";
+import { generateKeyPair, privateKeyPem } from "../../core/crypto/certificates.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { type Deployment, parseResource, type Service } from "../../core/model/resources.ts";
 import { processCpuSeconds } from "./bench_output.ts";
@@ -19,6 +21,25 @@ import type {
 } from "./cluster_scale_worker.ts";
 
 /** The NodeGroup of agent `i` among `groups`. */
+/**
+ * The fleet's shared key material in `dir` (tmpfs for the bench): a new cluster CA (certificate and
+ * key) and a workload CA key, as the agents' `file:` flags read them.
+ */
+export async function writeFleetCaFiles(
+  dir: string,
+  commonName: string,
+): Promise<{ clusterCaFile: string; workloadKeyFile: string }> {
+  const { certPem, keyPem } = await newCaPem(commonName);
+  const clusterCaFile = path.join(dir, "cluster-ca.pem");
+  const workloadKeyFile = path.join(dir, "workload-ca.key");
+  await Deno.writeTextFile(clusterCaFile, certPem + keyPem);
+  await Deno.writeTextFile(
+    workloadKeyFile,
+    await privateKeyPem((await generateKeyPair()).privateKey),
+  );
+  return { clusterCaFile, workloadKeyFile };
+}
+
 export function nodeGroupOf(i: number, groups: number): string {
   return `group-${i % groups}`;
 }

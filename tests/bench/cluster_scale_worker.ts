@@ -39,7 +39,7 @@ import { RecordPacer } from "../../agent/node/record_pacer.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { WORKLOAD_CA_STATE_MAX_BYTES } from "../../core/bucket/workload_ca_state.ts";
-import { reply, serveCommands } from "./worker_channel.ts";
+import { reply, serveCommands, startSpread } from "./worker_channel.ts";
 
 /** What a worker runs. */
 export interface WorkerConfig {
@@ -340,11 +340,7 @@ async function main(configFile: string): Promise<void> {
   const handle = async (c: WorkerCommand): Promise<void> => {
     switch (c.cmd) {
       case "start": {
-        const gap = config.startSpreadMs / Math.max(1, agents.length);
-        for (const a of agents) {
-          await a.start();
-          await new Promise((r) => setTimeout(r, gap));
-        }
+        await startSpread(agents, config.startSpreadMs);
         return reply(c.id, {});
       }
       case "status": {

@@ -21,7 +21,7 @@ import { S3Store } from "../../core/store/s3_store.ts";
 import { PodsApiServer } from "../support/pods_api_server.ts";
 import { VERSITYGW_CREDENTIALS } from "../support/versitygw.ts";
 import { type SeenManifest, SimKubelet } from "./sim_kubelet.ts";
-import { reply, serveCommands } from "./worker_channel.ts";
+import { reply, serveCommands, startSpread } from "./worker_channel.ts";
 
 /** What a worker runs. */
 export interface RolloutWorkerConfig {
@@ -173,11 +173,7 @@ async function main(configFile: string): Promise<void> {
   await serveCommands<RolloutWorkerRequest & { id: number }>(async (c) => {
     switch (c.cmd) {
       case "start": {
-        const gap = config.startSpreadMs / Math.max(1, agents.length);
-        for (const a of agents) {
-          await a.start();
-          await new Promise((r) => setTimeout(r, gap));
-        }
+        await startSpread(agents, config.startSpreadMs);
         return reply(c.id, {});
       }
       case "await": {

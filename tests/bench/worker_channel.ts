@@ -106,6 +106,18 @@ export async function serveCommands<C extends { id: number }>(
   }
 }
 
+/** Starts `agents` one after another, spread evenly over `spreadMs` (a worker's `start`). */
+export async function startSpread(
+  agents: { start(): Promise<unknown> }[],
+  spreadMs: number,
+): Promise<void> {
+  const gap = spreadMs / Math.max(1, agents.length);
+  for (const a of agents) {
+    await a.start();
+    await new Promise((r) => setTimeout(r, gap));
+  }
+}
+
 /** The worker's answer to command `id`: one stdout line `@@<json>`. */
 export function reply(id: number, body: unknown): void {
   console.log(`@@${JSON.stringify({ id, ...(body as object) })}`);

@@ -11,12 +11,16 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { newCaPem } from "../../cli/setup/cluster_cas.ts";
 import { applyResources } from "../../cli/desired_state.ts";
-import { generateKeyPair, privateKeyPem } from "../../core/crypto/certificates.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { countingProxy } from "../bench/counting_proxy.ts";
-import { appDeployment, appService, Fleet, nodeGroupOf } from "../bench/cluster_scale_fleet.ts";
+import {
+  appDeployment,
+  appService,
+  Fleet,
+  nodeGroupOf,
+  writeFleetCaFiles,
+} from "../bench/cluster_scale_fleet.ts";
 import { manifestFileName } from "../../agent/deployments/static_pod.ts";
 import { countingStore } from "../support/counting_store.ts";
 import { moto } from "../support/moto.ts";
@@ -42,13 +46,9 @@ Deno.test("cluster scale [moto]: 200 agents, each apply ≤ 50 S3 requests with 
   const store = openStore(`s3://${bucket}`, { region: REGION });
   let fleet: Fleet | undefined;
   try {
-    const { certPem, keyPem } = await newCaPem("podmin cluster CA scale test");
-    const clusterCaFile = path.join(tmp, "cluster-ca.pem");
-    const workloadKeyFile = path.join(tmp, "workload-ca.key");
-    await Deno.writeTextFile(clusterCaFile, certPem + keyPem);
-    await Deno.writeTextFile(
-      workloadKeyFile,
-      await privateKeyPem((await generateKeyPair()).privateKey),
+    const { clusterCaFile, workloadKeyFile } = await writeFleetCaFiles(
+      tmp,
+      "podmin cluster CA scale test",
     );
     const apps = Array.from(
       { length: GROUPS },
