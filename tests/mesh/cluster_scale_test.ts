@@ -10,7 +10,6 @@
  */
 
 import assert from "node:assert/strict";
-import * as path from "node:path";
 import { applyResources } from "../../cli/desired_state.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { countingProxy } from "../bench/counting_proxy.ts";
