@@ -375,9 +375,14 @@ Deno.test("deploy spine [s3 (moto)]: moto down while the agent runs, then the bu
       deploymentYaml("web", "workers") + "---\n" + deploymentYaml("api", "workers"),
     );
     assert.equal((await podmin(["--bucket", c.url, "apply", "-f", file2])).code, 0);
+    // Between the bucket's return and this apply the index is absent, which is the empty index
+    // (spec §5.2): the agent may remove web and write it again. The status file can be the
+    // previous pass's while a pass writes api before web, so both files are waited for.
     await waitFor("convergence after the outage", async () => {
       const s = JSON.parse(await Deno.readTextFile(statusFile));
-      return s.converged && (await listDir(n.manifests)).includes("podmin_default_api.json");
+      const files = await listDir(n.manifests);
+      return s.converged && files.includes("podmin_default_api.json") &&
+        files.includes("podmin_default_web.json");
     }, 60_000);
     assert.equal(await Deno.readTextFile(manifest), before);
   } finally {
