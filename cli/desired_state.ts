@@ -21,7 +21,11 @@ import {
 } from "../core/bucket/service_index.ts";
 import { type EncodedSpec, encodeSpec, writeSpec } from "../core/bucket/spec_objects.ts";
 import { recordRevision } from "../core/bucket/deployment_history.ts";
+import { mapBounded } from "../core/kit/bounded.ts";
 import { formatIpv6Prefix, parseIpv6Prefix } from "../core/model/ipv6.ts";
+
+/** Spec and history objects written at once by one apply (each its own key). */
+const WRITES_AT_ONCE = 8;
 
 /**
  * The deployments index as the CLI writes it: signed with the cluster's index signing key
@@ -105,10 +109,15 @@ async function applyDeployments(options: ApplyOptions, deployments: Deployment[]
   });
   const dirty = planned.filter((p) => p.change.action !== "unchanged");
   if (dirty.length && !options.dryRun) {
-    for (const p of dirty) await writeSpec(store, p.spec);
+    // Specs first (immutable, put-if-absent, several at once; the signing key read beside them),
+    // the index that names them after.
+    const [object] = await Promise.all([
+      signedIndexObject(store),
+      mapBounded(dirty, WRITES_AT_ONCE, (p) => writeSpec(store, p.spec)),
+    ]);
     await casUpdate({
       store,
-      object: await signedIndexObject(store),
+      object,
       mutate: (current) => {
         let changed = false;
         const next = [...current.deployments];
@@ -127,14 +136,15 @@ async function applyDeployments(options: ApplyOptions, deployments: Deployment[]
       },
     });
     // The history follows the index: a revision is a spec the index held.
-    for (const p of dirty) {
+    // One history object per Deployment: independent, so several at once.
+    await mapBounded(dirty, WRITES_AT_ONCE, async (p) => {
       p.change.revision = await recordRevision({
         store,
         namespace: p.entry.namespace,
         name: p.entry.name,
         spec: p.entry.spec,
       });
-    }
+    });
   }
   return planned.map((p) => p.change);
 }
@@ -168,7 +178,8 @@ async function applyServices(options: ApplyOptions, services: Service[]) {
   });
   const dirty = planned.filter((p) => p.change.action !== "unchanged");
   if (dirty.length && !options.dryRun) {
-    for (const p of dirty) await writeSpec(store, p.spec);
+    // Specs first (immutable, put-if-absent, several at once), the index that names them after.
+    await mapBounded(dirty, WRITES_AT_ONCE, (p) => writeSpec(store, p.spec));
     const result = await casUpdate({
       store,
       object,
