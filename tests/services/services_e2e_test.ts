@@ -22,7 +22,7 @@ import { resolveBinaries } from "../../cli/local/node_binaries.ts";
 import { REGISTRY_HOSTNAME } from "../../core/model/image_ref.ts";
 import { faultProxy } from "../support/fault_proxy.ts";
 import { nsRun, sh, Topology } from "../support/dataplane_topology.ts";
-import { mirrorPauseImage, pushStaticProgram } from "../support/node_images.ts";
+import { echoSource, mirrorPauseImage, pushStaticProgram } from "../support/node_images.ts";
 import { freePort, moto, motoEnv } from "../support/moto.ts";
 import { podmin, waitFor } from "../support/programs.ts";
 import { startDistributionRegistry } from "../support/registry.ts";
@@ -40,42 +40,6 @@ const NODE_A_PODS = "fd00:706d:6f:1::/80";
 const NODE_B_PODS = "fd00:77:b::/80";
 const CLIENT_ADDR = "fd00:77:b::10";
 const NAME = "echo.default.svc.cluster.local";
-
-/** A static TCP + UDP echo server on port 8080: "echo <line>" / "echo <datagram>". */
-const ECHO_C = `#include <netinet/in.h>
-#include <poll.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
-int main(void) {
-  struct sockaddr_in6 a; memset(&a, 0, sizeof a);
-  a.sin6_family = AF_INET6; a.sin6_port = htons(8080); a.sin6_addr = in6addr_any;
-  int one = 1, t = socket(AF_INET6, SOCK_STREAM, 0), u = socket(AF_INET6, SOCK_DGRAM, 0);
-  setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(t, (void *)&a, sizeof a) || listen(t, 64) || bind(u, (void *)&a, sizeof a)) return 1;
-  struct pollfd p[2] = {{t, POLLIN, 0}, {u, POLLIN, 0}};
-  char in[512], out[600];
-  for (;;) {
-    if (poll(p, 2, -1) < 0) continue;
-    if (p[0].revents) {
-      int c = accept(t, 0, 0); ssize_t n = 0, r;
-      while (c >= 0 && n < (ssize_t)sizeof in - 1 && (r = read(c, in + n, sizeof in - 1 - n)) > 0) {
-        n += r; if (memchr(in, '\\n', n)) break;
-      }
-      if (c >= 0) {
-        in[n > 0 ? n : 0] = 0; char *nl = strchr(in, '\\n'); if (nl) *nl = 0;
-        int m = snprintf(out, sizeof out, "echo %s\\n", in); write(c, out, m); close(c);
-      }
-    }
-    if (p[1].revents) {
-      struct sockaddr_in6 from; socklen_t fl = sizeof from;
-      ssize_t n = recvfrom(u, in, sizeof in - 1, 0, (void *)&from, &fl);
-      if (n >= 0) { in[n] = 0; int m = snprintf(out, sizeof out, "echo %s", in);
-        sendto(u, out, m, 0, (void *)&from, fl); }
-    }
-  }
-}
-`;
 
 /** A connected UDP socket (so ICMP errors reach it): prints the reply or the error's name. */
 const UDP_PROBE = `
@@ -160,7 +124,7 @@ testWith(
     try {
       await t.step("images: the echo backend pushed, a pause image mirrored", async () => {
         await mirrorPauseImage({ work, bucket, env, upstreamPort: upstream.port });
-        await pushStaticProgram({ work, bucket, env, name: "echo", source: ECHO_C });
+        await pushStaticProgram({ work, bucket, env, name: "echo", source: echoSource("echo") });
       });
 
       await t.step("the network: node B and a client Pod, linked to node A", async () => {
