@@ -6,9 +6,10 @@
  * - `hint()` schedules a pass after a short coalescing delay: a burst of hints costs one pass;
  *   hints arriving during a pass cost one more pass after it, never more. Hint passes are not
  *   `full` and do not move the interval timer.
- * - The interval timer runs a `full` pass; after a pass that failed (threw, or asked to back off)
- *   the next timed pass waits `max(interval, jitter(interval · 2^failures))`, capped at
- *   `maxBackoffMs`.
+ * - The interval timer runs a `full` pass, an interval after the last one ended (`fixedRate`: an
+ *   interval after it began, so a slow pass does not stretch the period); after a pass that failed
+ *   (threw, or asked to back off) the next timed pass waits
+ *   `max(interval, jitter(interval · 2^failures))`, capped at `maxBackoffMs`.
  * - A pass that throws never stops the loop (a bug or a local fault must not kill the agent): it is
  *   logged and counts as a failure.
  */
@@ -56,6 +57,12 @@ export interface LoopOptions<S> {
   name: string;
   /** Interval of the timed (full) passes. */
   intervalMs: number;
+  /**
+   * Timed passes begin every `intervalMs` from the previous one's start, not its end (a pass
+   * longer than the interval is followed at once); default false. For polls whose period is a
+   * latency bound (the coordinator's announcements, spec §7.9).
+   */
+  fixedRate?: boolean;
   /** One pass. May throw: the runner logs it and backs off. */
   pass(request: LoopRequest): Promise<LoopOutcome<S>>;
   /** Where each pass's status goes (e.g. the status file). A failing sink is logged, not fatal. */
@@ -160,9 +167,10 @@ export class Loop<S = unknown> {
       const request = { full: this.#pendingFull, hints: this.#pendingHints };
       this.#pendingFull = false;
       this.#pendingHints = 0;
+      const startedAt = this.#timers.now();
       const ok = await this.#pass(request);
       this.#failures = ok ? 0 : this.#failures + 1;
-      if (request.full) this.#scheduleTimedPass();
+      if (request.full) this.#scheduleTimedPass(this.#timers.now() - startedAt);
     }
   }
 
@@ -189,13 +197,17 @@ export class Loop<S = unknown> {
     return !outcome.backOff;
   }
 
-  #scheduleTimedPass(): void {
+  /** Arms the next timed pass; `tookMs`: how long the full pass that ended took. */
+  #scheduleTimedPass(tookMs = 0): void {
     if (this.#stopped) return;
     this.#timers.clearTimeout(this.#timer);
+    const delayMs = this.#options.fixedRate && this.#failures === 0
+      ? Math.max(0, this.#options.intervalMs - tookMs)
+      : this.nextDelayMs();
     this.#timer = this.#timers.setTimeout(() => {
       this.#timer = undefined;
       this.#request(true);
-    }, this.nextDelayMs());
+    }, delayMs);
   }
 
   /** The wait before the next timed pass: the interval, or the backoff after failures. */

@@ -189,3 +189,31 @@ Deno.test("loop: a hint's own delay; a sooner hint brings the pass forward, a la
   await loop.stop();
   assert.equal(passes.length, 2, "the spread hint's own timer was replaced");
 });
+
+Deno.test("loop: fixedRate timed passes begin an interval apart however long each takes; without it the period stretches", async () => {
+  const starts = async (fixedRate: boolean) => {
+    const clock = new ManualTimers();
+    const at: number[] = [];
+    const loop = new Loop({
+      name: "poll",
+      intervalMs: 2_000,
+      fixedRate,
+      timers: clock,
+      pass: async () => {
+        at.push(clock.now());
+        // Each pass takes 300 ms of the clock (a slow GET); the third one 2,500 ms.
+        await new Promise((r) =>
+          clock.setTimeout(() => r(undefined), at.length === 3 ? 2_500 : 300)
+        );
+        return {};
+      },
+    });
+    loop.start();
+    await clock.advance(9_000);
+    await loop.stop();
+    return at;
+  };
+  // A pass longer than the interval is followed at once (3rd: 4,000 + 2,500).
+  assert.deepEqual(await starts(true), [0, 2_000, 4_000, 6_500, 8_500]);
+  assert.deepEqual(await starts(false), [0, 2_300, 4_600]);
+});

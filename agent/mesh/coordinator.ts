@@ -158,6 +158,8 @@ export class Coordinator {
       a.loop = new Loop({
         name: `mesh-announce-${field}`,
         intervalMs: a.everyMs ?? options.pollMs ?? 2_000,
+        // The poll's period bounds apply → announcement: a slow read must not stretch it.
+        fixedRate: true,
         log: options.log,
         pass: async () => {
           await this.#poll(field, a);
