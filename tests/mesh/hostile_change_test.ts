@@ -12,14 +12,12 @@
 
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import { IndexNotifier } from "../../agent/index_notifier.ts";
 import { Loop } from "../../agent/loop.ts";
 import type { Announcer } from "../../agent/mesh/coordinator.ts";
 import { indexPoller } from "../../agent/mesh/index_poller.ts";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";
 import { parseClusterCa } from "../../agent/mesh/node_tls.ts";
-import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
 import { DEPLOYMENT_INDEX, DEPLOYMENT_SPEC_PREFIX } from "../../core/bucket/bucket_layout.ts";
@@ -29,6 +27,7 @@ import type { ClusterSnapshot } from "../../core/model/endpoint_snapshot.ts";
 import type { ObjectStore } from "../../core/store/object_store.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { countingStore } from "../support/counting_store.ts";
+import { memberDeploymentsPass } from "../support/member_deployments.ts";
 import { workerDeployment } from "../support/fixtures.ts";
 import { moto } from "../support/moto.ts";
 
@@ -127,20 +126,10 @@ Deno.test("hostile change [moto]: a spec that does not match its digest is refus
   const base = path.join(tmp, "member");
   const notifier = new IndexNotifier({ connected: () => mesh.member.connected() });
   const warnings: string[] = [];
-  const deployments = new DeploymentsPass({
+  const deployments = memberDeploymentsPass({
     store: counting.store,
-    nodeGroup: "workers",
-    manifestDir: path.join(base, "manifests"),
-    secretsDir: path.join(base, "secrets"),
-    tlsDir: path.join(base, "tls"),
-    secrets: new SecretsSync({
-      cluster: "test",
-      secretsDir: path.join(base, "secrets"),
-      provider: { fetch: () => Promise.reject(new Error("no values")) },
-      refreshMs: 60_000,
-      log: silentLogger,
-    }),
-    shouldReadIndex: (held) => notifier.shouldRead(held),
+    base,
+    notifier,
     log: { ...silentLogger, warn: (msg) => warnings.push(msg) },
   });
   const loop = new Loop({

@@ -9,14 +9,12 @@
 import { workerDeployment } from "../support/fixtures.ts";
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { DeploymentsPass } from "../../agent/deployments/deployments_pass.ts";
 import { Loop } from "../../agent/loop.ts";
 import { IndexNotifier } from "../../agent/index_notifier.ts";
 import { etagPoller, indexPoller } from "../../agent/mesh/index_poller.ts";
 import { ServicesView } from "../../agent/services/services_view.ts";
 import { MeshNode } from "../../agent/mesh/mesh_node.ts";
 import { parseClusterCa } from "../../agent/mesh/node_tls.ts";
-import { SecretsSync } from "../../agent/secrets/secrets_sync.ts";
 import { applyResources } from "../../cli/desired_state.ts";
 import { newCaPem } from "../../cli/setup/cluster_cas.ts";
 import {
@@ -31,6 +29,7 @@ import type { Service } from "../../core/model/resources.ts";
 import { silentLogger } from "../../core/kit/log.ts";
 import { openStore } from "../../core/store/store_url.ts";
 import { countingStore } from "../support/counting_store.ts";
+import { memberDeploymentsPass } from "../support/member_deployments.ts";
 import { moto } from "../support/moto.ts";
 
 const N = 12;
@@ -78,22 +77,7 @@ Deno.test("notification [moto]: idle index reads are the coordinator's alone; ap
       gate: (held) => servicesNotifier.shouldRead(held),
     });
     const base = path.join(tmp, `node-${i}`);
-    const deployments = new DeploymentsPass({
-      store: counting.store,
-      nodeGroup: "workers",
-      manifestDir: path.join(base, "manifests"),
-      secretsDir: path.join(base, "secrets"),
-      tlsDir: path.join(base, "tls"),
-      secrets: new SecretsSync({
-        cluster: "test",
-        secretsDir: path.join(base, "secrets"),
-        provider: { fetch: () => Promise.reject(new Error("no values")) },
-        refreshMs: 60_000,
-        log: silentLogger,
-      }),
-      shouldReadIndex: (held) => notifier.shouldRead(held),
-      log: silentLogger,
-    });
+    const deployments = memberDeploymentsPass({ store: counting.store, base, notifier });
     const loop = new Loop({
       name: `deployments-${i}`,
       intervalMs: POLL_MS,
